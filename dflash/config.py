@@ -1,0 +1,39 @@
+"""Generation settings shared by the engine, the CLI, the server and the UI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DEFAULT_MAX_TOKENS = 256
+DEFAULT_BLOCK_SIZE = 16
+MAX_TOKENS_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """What one generation does. `block_size=None` means the drafter's own block size."""
+
+    mode: Literal["dflash", "target"] = "dflash"
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    block_size: int | None = None
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int = 0
+
+    def validate(self, drafter_block_size: int | None = None) -> "GenerationConfig":
+        """Raise ValueError naming the bad value; return self when all is well."""
+        if self.mode not in ("dflash", "target"):
+            raise ValueError(f"mode must be 'dflash' or 'target' (got {self.mode!r})")
+        if not isinstance(self.max_tokens, int) or not 0 <= self.max_tokens <= MAX_TOKENS_LIMIT:
+            raise ValueError(f"max_tokens must be an integer in 0..{MAX_TOKENS_LIMIT} (got {self.max_tokens!r})")
+        if not (self.temperature >= 0.0 and self.temperature <= 10.0):
+            raise ValueError(f"temperature must be in [0, 10] (got {self.temperature!r})")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p!r})")
+        if self.block_size is not None and drafter_block_size is not None:
+            if not 2 <= self.block_size <= drafter_block_size:
+                raise ValueError(
+                    f"block_size must be in 2..{drafter_block_size} for this drafter (got {self.block_size})"
+                )
+        return self
