@@ -1,0 +1,307 @@
+"""The DFlash drafter: a few Qwen3-style layers that fill a whole block in one pass.
+
+Checkpoint-compatible with z-lab/*-DFlash* (DFLASH.md §3). The drafter has no embedding and
+no lm_head: the engine embeds the block with the target's embedding and reads logits through
+the target's head. Every layer attends over [context K/V ; block K/V] with no mask, where the
+context is the target's tapped hidden states projected by `fc` + `hidden_norm`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import KVCache
+from mlx_lm.models.rope_utils import initialize_rope
+
+
+def default_taps(num_target_layers: int, num_taps: int = 5) -> list[int]:
+    """`num_taps` layer ids spread evenly from 1 to num_target_layers - 3 (DFLASH.md §3)."""
+    lo, hi = 1, num_target_layers - 3
+    if num_taps == 1:
+        return [lo]
+    return [round(lo + i * (hi - lo) / (num_taps - 1)) for i in range(num_taps)]
+
+
+@dataclass
+class DrafterArgs:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    num_target_layers: int
+    mask_token_id: int
+    target_layer_ids: list[int]
+    block_size: int = 16
+    head_dim: Optional[int] = None
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1_000_000.0
+    rope_scaling: Optional[dict] = None
+    max_position_embeddings: int = 40960
+    attention_bias: bool = False
+    layer_types: Optional[list[str]] = None
+    sliding_window: Optional[int] = None
+    extra: dict = field(default_factory=dict)  # other config keys, written back on save
+
+    def __post_init__(self):
+        self.head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "DrafterArgs":
+        dc = cfg.get("dflash_config") or {}
+        rope = cfg.get("rope_parameters") or {}
+        known = {
+            "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "vocab_size", "num_target_layers", "block_size", "head_dim",
+            "rms_norm_eps", "rope_theta", "rope_scaling", "max_position_embeddings",
+            "attention_bias", "layer_types", "sliding_window", "dflash_config", "rope_parameters",
+        }
+        try:
+            n_target = cfg["num_target_layers"]
+            taps = dc.get("target_layer_ids") or default_taps(n_target)
+            scaling = cfg.get("rope_scaling")
+            if scaling is None and rope.get("rope_type", "default") != "default":
+                scaling = rope
+            return cls(
+                hidden_size=cfg["hidden_size"],
+                intermediate_size=cfg["intermediate_size"],
+                num_hidden_layers=cfg["num_hidden_layers"],
+                num_attention_heads=cfg["num_attention_heads"],
+                num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+                vocab_size=cfg["vocab_size"],
+                num_target_layers=n_target,
+                mask_token_id=dc["mask_token_id"],
+                target_layer_ids=list(taps),
+                block_size=cfg.get("block_size", 16),
+                head_dim=cfg.get("head_dim"),
+                rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+                rope_theta=cfg.get("rope_theta", rope.get("rope_theta", 1_000_000.0)),
+                rope_scaling=scaling,
+                max_position_embeddings=cfg.get("max_position_embeddings", 40960),
+                attention_bias=cfg.get("attention_bias", False),
+                layer_types=cfg.get("layer_types"),
+                sliding_window=cfg.get("sliding_window"),
+                extra={k: v for k, v in cfg.items() if k not in known},
+            )
+        except KeyError as e:
+            raise ValueError(f"drafter config.json lacks required key {e.args[0]!r}") from None
+
+    def to_config(self) -> dict:
+        cfg = {
+            "architectures": ["DFlashDraftModel"],
+            "model_type": "qwen3",
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            **self.extra,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "vocab_size": self.vocab_size,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "rope_scaling": self.rope_scaling,
+            "max_position_embeddings": self.max_position_embeddings,
+            "attention_bias": self.attention_bias,
+            "block_size": self.block_size,
+            "num_target_layers": self.num_target_layers,
+            "dflash_config": {
+                "mask_token_id": self.mask_token_id,
+                "target_layer_ids": list(self.target_layer_ids),
+            },
+        }
+        if self.layer_types is not None:
+            cfg["layer_types"] = self.layer_types
+            cfg["sliding_window"] = self.sliding_window
+        return cfg
+
+
+class Attention(nn.Module):
+    def __init__(self, args: DrafterArgs, sliding: bool):
+        super().__init__()
+        self.n_heads, self.n_kv, self.head_dim = (
+            args.num_attention_heads, args.num_key_value_heads, args.head_dim)
+        self.scale = self.head_dim**-0.5
+        self.window = args.sliding_window if sliding else None
+        bias = args.attention_bias
+        h = args.hidden_size
+        self.q_proj = nn.Linear(h, self.n_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, h, bias=bias)
+        self.q_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
+        self.k_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
+        self.rope = initialize_rope(
+            self.head_dim, args.rope_theta, False, args.rope_scaling, args.max_position_embeddings)
+
+    def _heads(self, x: mx.array, n: int) -> mx.array:
+        B, L, _ = x.shape
+        return x.reshape(B, L, n, self.head_dim).transpose(0, 2, 1, 3)
+
+    def kv(self, x: mx.array, offset) -> tuple[mx.array, mx.array]:
+        """Roped keys and values of `x` placed at absolute positions offset, offset+1, ..."""
+        k = self.rope(self.k_norm(self._heads(self.k_proj(x), self.n_kv)), offset=offset)
+        return k, self._heads(self.v_proj(x), self.n_kv)
+
+    def __call__(self, x, ctx_k, ctx_v, offset, mask=None) -> mx.array:
+        """Block queries at positions offset.. attend to [context ; block], bidirectionally."""
+        B, L, _ = x.shape
+        q = self.rope(self.q_norm(self._heads(self.q_proj(x), self.n_heads)), offset=offset)
+        k, v = self.kv(x, offset)
+        keys = mx.concatenate([ctx_k, k], axis=2)
+        values = mx.concatenate([ctx_v, v], axis=2)
+        if self.window is not None and mask is None:
+            mask = sliding_mask(ctx_k.shape[2], L, self.window)
+        out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
+        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
+
+
+def sliding_mask(n_ctx: int, n_block: int, window: int) -> mx.array:
+    """Block query at position n_ctx+i sees keys at absolute positions > n_ctx+i-window."""
+    q_pos = n_ctx + mx.arange(n_block)[:, None]
+    k_pos = mx.concatenate([mx.arange(n_ctx), n_ctx + mx.arange(n_block)])[None]
+    return k_pos > q_pos - window
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def __call__(self, x):
+        return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: DrafterArgs, sliding: bool):
+        super().__init__()
+        self.self_attn = Attention(args, sliding)
+        self.mlp = MLP(args.hidden_size, args.intermediate_size)
+        self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+
+    def __call__(self, x, ctx_k, ctx_v, offset, mask=None):
+        h = x + self.self_attn(self.input_layernorm(x), ctx_k, ctx_v, offset, mask)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Drafter(nn.Module):
+    """Predicts block positions 1..B-1 from [staged, MASK...] plus the target's context."""
+
+    def __init__(self, args: DrafterArgs):
+        super().__init__()
+        self.args = args
+        types = args.layer_types or ["full_attention"] * args.num_hidden_layers
+        n_taps = len(args.target_layer_ids)
+        self.fc = nn.Linear(n_taps * args.hidden_size, args.hidden_size, bias=False)
+        self.hidden_norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.layers = [DecoderLayer(args, t == "sliding_attention") for t in types]
+        self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+
+    @property
+    def block_size(self) -> int:
+        return self.args.block_size
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.args.mask_token_id
+
+    @property
+    def target_layer_ids(self) -> list[int]:
+        return self.args.target_layer_ids
+
+    def make_cache(self) -> list[KVCache]:
+        """One context-only K/V cache per layer; it keeps the whole context."""
+        return [KVCache() for _ in self.layers]
+
+    def project(self, features: mx.array) -> mx.array:
+        """Concatenated target taps [B, L, n_taps*H] -> the shared context [B, L, H]."""
+        return self.hidden_norm(self.fc(features.astype(self.fc.weight.dtype)))
+
+    def extend_context(self, features: mx.array, cache: list[KVCache]) -> None:
+        """Append the K/V of newly committed positions (roped at their absolute positions)."""
+        ctx = self.project(features)
+        for layer, c in zip(self.layers, cache):
+            k, v = layer.self_attn.kv(ctx, c.offset)
+            c.update_and_fetch(k, v)
+
+    def __call__(self, block_embeds: mx.array, cache: list[KVCache]) -> mx.array:
+        """Hidden states of the block; block position 0 sits right after the context."""
+        h = block_embeds.astype(self.fc.weight.dtype)
+        for layer, c in zip(self.layers, cache):
+            ctx_k, ctx_v = c.keys_and_values() if c.offset else self._empty(h)
+            h = layer(h, ctx_k, ctx_v, c.offset)
+        return self.norm(h)
+
+    def propose(self, target, staged: int, block_size: int, cache: list[KVCache]) -> mx.array:
+        """Logits [B-1, V] for block positions 1..B-1, through the target's embedding and head."""
+        block = mx.array([staged] + [self.mask_token_id] * (block_size - 1))[None]
+        return target.logits(self(target.embed(block), cache)[0, 1:])
+
+    def _empty(self, h):
+        a = self.layers[0].self_attn
+        z = mx.zeros((h.shape[0], a.n_kv, 0, a.head_dim), dtype=h.dtype)
+        return z, z
+
+
+def _weights_path(path: Path) -> list[Path]:
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"no *.safetensors weights in drafter directory {path}")
+    return files
+
+
+def load_drafter(path: str | Path, dtype: Optional[mx.Dtype] = None) -> Drafter:
+    """Load a drafter from a local HF-layout directory (config.json + model.safetensors)."""
+    path = Path(path)
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"drafter directory {path} has no config.json")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"drafter config.json in {path} is not valid JSON: {e}") from None
+    args = DrafterArgs.from_config(cfg)
+    model = Drafter(args)
+    weights: dict[str, Any] = {}
+    for f in _weights_path(path):
+        try:
+            weights.update(mx.load(str(f)))
+        except Exception as e:  # mlx raises RuntimeError/ValueError on truncated files
+            raise ValueError(f"cannot read drafter weights {f.name}: {e}") from None
+    if any(k.startswith("lm_head.") or "embed_tokens" in k for k in weights):
+        raise ValueError(
+            f"{path} carries its own lm_head/embedding: not a DFlash drafter (DFLASH.md §3)")
+    weights = {k.removeprefix("model."): v for k, v in weights.items()}
+    try:
+        model.load_weights(list(weights.items()), strict=True)
+    except ValueError as e:
+        raise ValueError(f"drafter weights in {path} do not match its config.json: {e}") from None
+    if dtype is not None:
+        model.set_dtype(dtype)
+    mx.eval(model.parameters())
+    return model
+
+
+def save_drafter(model: Drafter, path: str | Path, dtype: Optional[mx.Dtype] = None) -> Path:
+    """Write config.json + model.safetensors in the HF layout of z-lab's checkpoints."""
+    from mlx.utils import tree_flatten
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(model.args.to_config(), indent=2) + "\n")
+    weights = dict(tree_flatten(model.parameters()))
+    if dtype is not None:
+        weights = {k: v.astype(dtype) for k, v in weights.items()}
+    mx.save_safetensors(str(path / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return path

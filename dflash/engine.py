@@ -1,0 +1,175 @@
+"""The generation loops: DFlash (draft a block, verify it, keep the agreeing prefix) and the
+target-only baseline. Both are generators of `events`; nothing else lives here.
+
+One DFlash cycle (DFLASH.md §2):
+    draft    the drafter fills [staged, MASK x (B-1)] in one pass -> d_1..d_{B-1}
+    verify   the target runs [staged, d_1..d_{B-1}] in one pass   -> p_0..p_{B-1}
+    accept   acc = longest prefix with d_{i+1} == p_i
+    commit   emit d_1..d_acc (draft) and p_acc (target); p_acc becomes the next staged token
+    rollback the target's caches keep staged + d_1..d_acc; the drafter's context gains their features
+"""
+
+from __future__ import annotations
+
+import threading
+from time import perf_counter
+from typing import Iterator, Optional
+
+import mlx.core as mx
+
+from .config import GenerationConfig
+from .events import Cycle, Event, Prefill, Summary, Token
+from .sampling import Sampler
+
+
+class _Output:
+    """Emits tokens exactly as plain decoding would: never past a stop token or max_tokens."""
+
+    def __init__(self, tokenizer, max_tokens: int):
+        self.detok = tokenizer.detokenizer
+        self.detok.reset()
+        self.stop_ids = set(tokenizer.eos_token_ids)
+        self.max_tokens = max_tokens
+        self.ids: list[int] = []
+        self.finish: Optional[str] = None if max_tokens > 0 else "length"
+
+    def emit(self, candidates: list[tuple[int, str, Optional[int]]]) -> tuple[Token, ...]:
+        out = []
+        for tid, source, proposed in candidates:
+            if self.finish:
+                break
+            if tid in self.stop_ids:
+                self.finish = "stop"
+                break
+            self.detok.add_token(tid)
+            self.ids.append(tid)
+            out.append(Token(tid, self.detok.last_segment, source, proposed))
+            if len(self.ids) >= self.max_tokens:
+                self.finish = "length"
+        return tuple(out)
+
+    def text(self) -> str:
+        self.detok.finalize()
+        return self.detok.text
+
+
+def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
+           cancel: Optional[threading.Event] = None) -> Iterator[Event]:
+    """Generate from `prompt_ids`, yielding Prefill, one Cycle per target pass, then Summary.
+
+    Args:
+        pair: a loaded `Pair` (target adapter, drafter or None, tokenizer).
+        prompt_ids: the prompt's token ids (chat template already applied).
+        cfg: mode, max_tokens, block_size, temperature, top_p, seed.
+        cancel: set it to stop after the current cycle (finish_reason "cancelled").
+    """
+    target, drafter = pair.target, pair.drafter
+    dflash = cfg.mode == "dflash"
+    if dflash and drafter is None:
+        raise ValueError("mode 'dflash' needs a drafter; this pair has none")
+    cfg.validate(drafter.block_size if dflash else None)
+    B = (cfg.block_size or drafter.block_size) if dflash else 1
+    if not prompt_ids:
+        raise ValueError("the prompt is empty")
+    if target.max_context and len(prompt_ids) + cfg.max_tokens + B > target.max_context:
+        raise ValueError(
+            f"prompt ({len(prompt_ids)} tokens) + max_tokens ({cfg.max_tokens}) exceeds the "
+            f"target's context of {target.max_context} tokens")
+
+    sampler = Sampler(cfg.temperature, cfg.top_p, cfg.seed)
+    out = _Output(pair.tokenizer, cfg.max_tokens)
+    cache = target.make_cache()
+    dcache = drafter.make_cache() if dflash else None
+    extend = (lambda feats: drafter.extend_context(feats, dcache)) if dflash else None
+
+    t0 = perf_counter()
+    staged = sampler.sample(target.prefill(prompt_ids, cache, on_chunk=extend)).item()
+    first = out.emit([(staged, "target", None)])
+    ttft = perf_counter() - t0
+    yield Prefill(cfg.mode, len(prompt_ids), ttft, first[0] if first else None, ttft)
+
+    cycles: list[Cycle] = []
+    total_accepted = 0
+    while out.finish is None:
+        if cancel is not None and cancel.is_set():
+            out.finish = "cancelled"
+            break
+        if dflash:
+            drafted, acc, committed, times = _dflash_cycle(
+                target, drafter, cache, dcache, sampler, out, staged, B, extend)
+        else:
+            drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged)
+        total_accepted += acc
+        c = Cycle(len(cycles), B, drafted, acc, committed, *times, perf_counter() - t0,
+                  len(out.ids), total_accepted)
+        cycles.append(c)
+        staged = committed[-1].id if committed else staged
+        yield c
+
+    yield _summary(cfg, B, out, cycles, len(prompt_ids), ttft, perf_counter() - t0)
+
+
+def _dflash_cycle(target, drafter, cache, dcache, sampler, out, staged, B, extend):
+    t = perf_counter()
+    # draft: one drafter pass over [staged, MASK...] -> logits for d_1..d_{B-1}
+    drafted, q = sampler.draft(drafter.propose(target, staged, B, dcache))
+    mx.eval(drafted)
+    t_draft = perf_counter()
+
+    # verify: one target pass over [staged, d_1..d_{B-1}]
+    verify_ids = mx.concatenate([mx.array([staged]), drafted.astype(mx.int32)])[None]
+    logits, feats, tapes = target.forward(verify_ids, cache, record=target.is_hybrid)
+    acc, nxt = sampler.accept(drafted, q, logits[0])
+    acc, nxt, drafted = acc.item(), nxt.item(), drafted.tolist()
+    t_verify = perf_counter()
+
+    # commit: accepted drafts, then the target's own token (correction or bonus)
+    proposed = drafted[acc] if acc < B - 1 else None
+    committed = out.emit([(d, "draft", None) for d in drafted[:acc]] + [(nxt, "target", proposed)])
+
+    # rollback: caches keep staged + d_1..d_acc; the drafter sees their features next cycle
+    if out.finish is None:
+        target.rollback(cache, tapes, B, acc + 1)
+        extend(feats[:, : acc + 1])
+        if tapes:
+            mx.eval([c.state for c in cache])
+    times = (t_draft - t, t_verify - t_draft, perf_counter() - t_verify)
+    return tuple(drafted), acc, committed, times
+
+
+def _target_cycle(target, cache, sampler, out, staged):
+    t = perf_counter()
+    logits, _, _ = target.forward(mx.array([[staged]]), cache)
+    nxt = sampler.sample(logits[0, -1]).item()
+    committed = out.emit([(nxt, "target", None)])
+    return (), 0, committed, (0.0, perf_counter() - t, 0.0)
+
+
+def _summary(cfg, B, out, cycles, n_prompt, ttft, total) -> Summary:
+    n_cycles = len(cycles)
+    lengths = tuple(c.accepted for c in cycles)
+    offered = sum(len(c.drafted) for c in cycles)
+    per_pos = tuple(sum(a > i for a in lengths) / n_cycles if n_cycles else 0.0 for i in range(B - 1))
+    tokens = len(out.ids)
+    decode_s = (cycles[-1].t - ttft) if cycles else 0.0
+    return Summary(
+        mode=cfg.mode,
+        block_size=B,
+        token_ids=tuple(out.ids),
+        text=out.text(),
+        tokens=tokens,
+        cycles=n_cycles,
+        tau=(1 + sum(lengths) / n_cycles) if n_cycles else 0.0,
+        acceptance_rate=sum(lengths) / offered if offered else 0.0,
+        acceptance_lengths=lengths,
+        per_position_acceptance=per_pos,
+        prompt_tokens=n_prompt,
+        prefill_s=ttft,
+        ttft_s=ttft,
+        decode_s=decode_s,
+        decode_tok_s=(tokens - 1) / decode_s if decode_s > 0 and tokens > 1 else 0.0,
+        draft_s=sum(c.draft_s for c in cycles),
+        verify_s=sum(c.verify_s for c in cycles),
+        rollback_s=sum(c.rollback_s for c in cycles),
+        finish_reason=out.finish or "length",
+    )

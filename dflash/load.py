@@ -1,0 +1,127 @@
+"""Loading a target + drafter pair (local directories or Hub ids) and checking they fit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import mlx.core as mx
+
+from .drafter import Drafter, load_drafter
+from .registry import BUILTIN_TARGET, find_drafter, supported_bases
+from .target import SUPPORTED_FAMILIES, Target
+
+
+@dataclass
+class Pair:
+    target: Target
+    drafter: Optional[Drafter]
+    tokenizer: object  # mlx_lm TokenizerWrapper
+    model_id: str
+    draft_id: Optional[str]
+
+
+def resolve(path_or_repo: str, what: str, progress: Callable[[str], None] = print) -> Path:
+    """A local directory as is; otherwise a Hub repo id fetched through huggingface_hub."""
+    p = Path(path_or_repo).expanduser()
+    if p.is_dir():
+        return p
+    if p.exists() or path_or_repo.count("/") != 1 or path_or_repo.startswith((".", "/", "~")):
+        raise ValueError(f"{what} {path_or_repo!r} is neither a directory nor a Hub repo id")
+    from huggingface_hub import snapshot_download
+
+    progress(f"fetching {what} {path_or_repo} from the Hugging Face Hub")
+    try:
+        return Path(snapshot_download(
+            path_or_repo, allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"]))
+    except Exception as e:
+        raise ValueError(f"cannot fetch {what} {path_or_repo!r}: {type(e).__name__}: {e}") from None
+
+
+def check_pair(target: Target, drafter: Drafter) -> None:
+    """Raise ValueError, before any generation, when the drafter was not made for this target."""
+    a = drafter.args
+    problems = []
+    if a.hidden_size != target.hidden_size:
+        problems.append(f"hidden size {a.hidden_size} != target's {target.hidden_size}")
+    if a.vocab_size != target.vocab_size:
+        problems.append(f"vocab size {a.vocab_size} != target's {target.vocab_size}")
+    if a.num_target_layers != target.num_layers:
+        problems.append(f"made for a {a.num_target_layers}-layer target, this one has {target.num_layers}")
+    bad_taps = [t for t in a.target_layer_ids if not 0 <= t < target.num_layers]
+    if bad_taps:
+        problems.append(f"target_layer_ids {bad_taps} outside the target's {target.num_layers} layers")
+    if not 0 <= a.mask_token_id < target.vocab_size:
+        problems.append(f"mask_token_id {a.mask_token_id} outside the vocabulary of {target.vocab_size}")
+    if problems:
+        raise ValueError("drafter does not fit the target: " + "; ".join(problems))
+
+
+def load_target(model: str, progress: Callable[[str], None] = print):
+    """(mlx-lm model, tokenizer, model_type) for a directory, a Hub id or the builtin target."""
+    from mlx_lm import load
+
+    if model == BUILTIN_TARGET:
+        from .builtin import ensure_builtin_target
+
+        path = ensure_builtin_target(progress=progress)
+    else:
+        path = resolve(model, "target", progress)
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"target {model!r} has no config.json")
+    model_type = json.loads(cfg_file.read_text()).get("model_type")
+    if model_type not in SUPPORTED_FAMILIES:
+        raise ValueError(
+            f"target {model!r} is a {model_type!r} model; supported families: "
+            f"{', '.join(SUPPORTED_FAMILIES)}")
+    progress(f"loading target {model}")
+    lm, tokenizer = load(str(path))
+    return lm, tokenizer, model_type
+
+
+def load_pair(model: Optional[str] = None, draft: Optional[str] = None, mode: str = "dflash",
+              progress: Callable[[str], None] = print) -> Pair:
+    """Load the target and (for mode "dflash") its drafter, from the registry when not given.
+
+    A target with no known drafter and none given is an error: we never run target-only and
+    call it DFlash.
+    """
+    model = model or BUILTIN_TARGET
+    if mode == "dflash" and draft is None:
+        draft = find_drafter(model)
+        if draft is None:
+            raise ValueError(
+                f"no known DFlash drafter for target {model!r}; pass --draft or use one of: "
+                f"{supported_bases()}")
+    drafter = None
+    if mode == "dflash":
+        progress(f"loading drafter {draft}")
+        drafter = load_drafter(resolve(draft, "drafter", progress))
+    lm, tokenizer, model_type = load_target(model, progress)
+    target = Target(lm, model_type, drafter.target_layer_ids if drafter else None)
+    if drafter is not None:
+        check_pair(target, drafter)
+        drafter.set_dtype(_float_dtype(lm))
+    return Pair(target, drafter, tokenizer, model, draft if mode == "dflash" else None)
+
+
+def _float_dtype(lm) -> mx.Dtype:
+    """The target's activation dtype (its norms' weights; quantized linears say nothing)."""
+    from mlx.utils import tree_flatten
+
+    for _, v in tree_flatten(lm.parameters()):
+        if v.dtype in (mx.float16, mx.bfloat16, mx.float32):
+            return v.dtype
+    return mx.float32
+
+
+def encode_prompt(tokenizer, text: str, chat_template: bool = True) -> list[int]:
+    """Token ids of `text`, wrapped as one user turn when the tokenizer has a chat template."""
+    if chat_template and getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+        return tokenizer.encode(rendered, add_special_tokens=False)
+    return tokenizer.encode(text)

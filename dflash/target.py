@@ -1,0 +1,104 @@
+"""The target adapter: one narrow surface over an mlx-lm model.
+
+`forward(ids, cache, record=...)` runs a block through the target and returns its logits AND the
+outputs of the tapped layers, walking mlx-lm's own layer objects (no class is patched). With
+`record=True` the GatedDeltaNet layers of hybrid targets also return a tape so that
+`rollback` can keep any prefix of the block exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.base import create_attention_mask, create_ssm_mask
+from mlx_lm.models.cache import make_prompt_cache
+
+from .tape import GDNTape, gdn_forward_recorded, rollback
+
+SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
+PREFILL_CHUNK = 512
+
+
+class Target:
+    """An mlx-lm model seen as: embed, forward a block with taps, logits, roll back."""
+
+    def __init__(self, model: nn.Module, model_type: str, tap_ids: Optional[list[int]] = None):
+        if model_type not in SUPPORTED_FAMILIES:
+            raise ValueError(
+                f"target model_type {model_type!r} is not supported; "
+                f"supported families: {', '.join(SUPPORTED_FAMILIES)}")
+        self.model = model
+        self.model_type = model_type
+        lm = getattr(model, "language_model", model)  # qwen3_5 wraps the text model
+        self.backbone = lm.model
+        self.layers = self.backbone.layers
+        self.head = None if lm.args.tie_word_embeddings else lm.lm_head
+        args = lm.args
+        if any(getattr(l, "use_sliding", False) for l in self.layers):
+            raise ValueError("targets with sliding-window attention layers are not supported")
+        self.hidden_size = args.hidden_size
+        self.vocab_size = args.vocab_size
+        self.num_layers = len(self.layers)
+        self.max_context = getattr(args, "max_position_embeddings", None)
+        self.tap_ids = list(tap_ids or [])
+        self._linear = [i for i, l in enumerate(self.layers) if getattr(l, "is_linear", False)]
+        self._kv_idx = next(i for i in range(self.num_layers) if i not in self._linear)
+
+    @property
+    def is_hybrid(self) -> bool:
+        return bool(self._linear)
+
+    def make_cache(self) -> list:
+        return make_prompt_cache(self.model)
+
+    def embed(self, ids: mx.array) -> mx.array:
+        return self.backbone.embed_tokens(ids)
+
+    def logits(self, h: mx.array) -> mx.array:
+        """Final hidden states (already normed) -> vocabulary logits."""
+        if self.head is None:
+            return self.backbone.embed_tokens.as_linear(h)
+        return self.head(h)
+
+    def forward(self, ids: mx.array, cache: list, record: bool = False):
+        """ids [1, L] -> (logits [1, L, V], taps [1, L, n_taps*H], tapes {layer: GDNTape})."""
+        h = self.embed(ids)
+        fa_mask = create_attention_mask(h, cache[self._kv_idx])
+        ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
+        taps, tapes = {}, {}
+        for i, (layer, c) in enumerate(zip(self.layers, cache)):
+            if record and i in self._linear:
+                h, tapes[i] = _decoder_layer_recorded(layer, h, c)
+            else:
+                h = layer(h, ssm_mask if i in self._linear else fa_mask, c)
+            if i in self.tap_ids:
+                taps[i] = h
+        feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
+        return self.logits(self.backbone.norm(h)), feats, tapes
+
+    def prefill(self, ids: list[int], cache: list, on_chunk=None) -> mx.array:
+        """Feed the prompt in chunks; returns the last position's logits [V].
+
+        on_chunk(features) receives each chunk's tapped features (the drafter's context).
+        """
+        logits = None
+        for s in range(0, len(ids), PREFILL_CHUNK):
+            chunk = mx.array(ids[s : s + PREFILL_CHUNK])[None]
+            logits, feats, _ = self.forward(chunk, cache)
+            if on_chunk is not None:
+                on_chunk(feats)
+            mx.eval(logits, *[c.state for c in cache])
+        return logits[0, -1]
+
+    @staticmethod
+    def rollback(cache: list, tapes: dict[int, GDNTape], n_fed: int, n_keep: int) -> None:
+        rollback(cache, tapes, n_fed, n_keep)
+
+
+def _decoder_layer_recorded(layer, x, cache):
+    """mlx-lm's qwen3_5 / qwen3_next DecoderLayer with the GDN mixer recorded."""
+    r, tape = gdn_forward_recorded(layer.linear_attn, layer.input_layernorm(x), cache)
+    h = x + r
+    return h + layer.mlp(layer.post_attention_layernorm(h)), tape

@@ -1,0 +1,88 @@
+"""Tiny random-weight models for the tests: targets of each family, drafters, a fake tokenizer."""
+
+from __future__ import annotations
+
+import importlib
+
+import mlx.core as mx
+
+from dflash.drafter import Drafter, DrafterArgs
+from dflash.load import Pair
+from dflash.target import Target
+
+VOCAB = 64
+EOS = 3
+HIDDEN = 32
+
+_COMMON = dict(hidden_size=HIDDEN, num_hidden_layers=4, intermediate_size=64,
+               num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+               vocab_size=VOCAB, tie_word_embeddings=True, max_position_embeddings=512)
+
+CONFIGS = {
+    "llama": dict(_COMMON, model_type="llama", rope_theta=10000.0),
+    "qwen3": dict(_COMMON, model_type="qwen3", head_dim=8, rope_theta=10000.0),
+    "qwen3_5": dict(
+        model_type="qwen3_5",
+        text_config=dict(_COMMON, model_type="qwen3_5", tie_word_embeddings=False, head_dim=8,
+                         linear_num_value_heads=4, linear_num_key_heads=2,
+                         linear_key_head_dim=8, linear_value_head_dim=8,
+                         linear_conv_kernel_dim=4, full_attention_interval=2,
+                         rope_parameters={"type": "default", "rope_theta": 10000.0,
+                                          "partial_rotary_factor": 0.5})),
+}
+
+
+def tiny_model(family: str, seed: int = 0):
+    mx.random.seed(seed)
+    mod = importlib.import_module(f"mlx_lm.models.{family}")
+    model = mod.Model(mod.ModelArgs.from_dict(CONFIGS[family]))
+    # random init is small; scale the embedding so the logits are not all ties
+    model.set_dtype(mx.float32)
+    mx.eval(model.parameters())
+    return model
+
+
+def tiny_drafter(num_target_layers: int = 4, taps=(0, 2), block_size: int = 8, seed: int = 1):
+    mx.random.seed(seed)
+    args = DrafterArgs(hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                       num_target_layers=num_target_layers, mask_token_id=VOCAB - 1,
+                       target_layer_ids=list(taps), block_size=block_size, head_dim=8,
+                       rope_theta=10000.0, max_position_embeddings=512)
+    d = Drafter(args)
+    d.set_dtype(mx.float32)
+    mx.eval(d.parameters())
+    return d
+
+
+class FakeDetokenizer:
+    def reset(self):
+        self.tokens, self.last_segment = [], ""
+
+    def add_token(self, t):
+        self.tokens.append(t)
+        self.last_segment = f"<{t}>"
+
+    def finalize(self):
+        self.last_segment = ""
+
+    @property
+    def text(self):
+        return "".join(f"<{t}>" for t in self.tokens)
+
+
+class FakeTokenizer:
+    eos_token_ids = {EOS}
+    chat_template = None
+
+    def __init__(self):
+        self.detokenizer = FakeDetokenizer()
+
+    def encode(self, text, **_):
+        return [5 + (ord(c) % (VOCAB - 6)) for c in text]
+
+
+def tiny_pair(family: str, drafter=None, seed: int = 0) -> Pair:
+    model = tiny_model(family, seed)
+    taps = drafter.target_layer_ids if drafter is not None else None
+    return Pair(Target(model, family, taps), drafter, FakeTokenizer(), f"tiny-{family}", None)
