@@ -1,0 +1,74 @@
+"""`python -m dflash generate | bench | serve | train` — each verb's main() is imported lazily."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from .config import DEFAULT_MAX_TOKENS, GenerationConfig
+from .events import Cycle, Prefill, Summary, to_dict
+
+VERBS = {
+    "generate": "dflash.cli:generate_main",
+    "bench": "dflash.bench:main",
+    "serve": "dflash.server:main",
+    "train": "dflash.train:main",
+}
+
+
+def add_generation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    p.add_argument("--block-size", type=int, default=None, help="2..drafter block size (default: the drafter's)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="mlx-lm model directory or Hub id (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--draft", default=None, help="drafter directory (HF layout) or Hub id (default: from the registry)")
+
+
+def generate_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dflash generate", description="Generate with DFlash or the target alone.")
+    add_model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--mode", choices=["dflash", "target"], default="dflash")
+    p.add_argument("--no-chat-template", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object per event per line; the last is the summary")
+    add_generation_args(p)
+    a = p.parse_args(argv)
+
+    from .engine import stream
+    from .load import encode_prompt, load_pair
+
+    log = (lambda m: print(m, file=sys.stderr))
+    try:
+        cfg = GenerationConfig(a.mode, a.max_tokens, a.block_size, a.temperature, a.top_p, a.seed).validate()
+        pair = load_pair(a.model, a.draft, a.mode, progress=log)
+        ids = encode_prompt(pair.tokenizer, a.prompt, not a.no_chat_template)
+        for ev in stream(pair, ids, cfg):
+            if a.json:
+                print(json.dumps(to_dict(ev)), flush=True)
+            elif isinstance(ev, (Prefill, Cycle)):
+                toks = (ev.first,) if isinstance(ev, Prefill) and ev.first else getattr(ev, "committed", ())
+                print("".join(t.text for t in toks), end="", flush=True)
+            elif isinstance(ev, Summary):
+                print(f"\n[{ev.mode}] {ev.tokens} tokens, {ev.cycles} cycles, tau {ev.tau:.2f}, "
+                      f"acceptance {ev.acceptance_rate:.0%}, decode {ev.decode_tok_s:.1f} tok/s, "
+                      f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}", file=sys.stderr)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in VERBS:
+        print(f"usage: python -m dflash {{{'|'.join(VERBS)}}} [options]  (--help after a verb)", file=sys.stderr)
+        sys.exit(2)
+    module, fn = VERBS[argv[0]].split(":")
+    sys.exit(getattr(importlib.import_module(module), fn)(argv[1:]) or 0)

@@ -1,0 +1,96 @@
+"""One long-lived thread that owns every MLX call (model loading and generation).
+
+MLX streams belong to the thread that made them, and two generations on one device would spoil
+each other's timing, so the UI and the server hand work to this thread and read events back.
+Requests run one at a time, in arrival order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from .config import GenerationConfig
+from .engine import stream
+from .load import Pair, encode_prompt, load_pair
+
+
+@dataclass(frozen=True)
+class Status:
+    """A progress line while a pair is being prepared (not an engine event)."""
+
+    message: str
+    kind: str = "status"
+
+
+_DONE = object()
+
+
+class Job:
+    """Events of one request, read from any thread. Iterating re-raises the worker's error."""
+
+    def __init__(self):
+        self.events: queue.Queue = queue.Queue()
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def __iter__(self) -> Iterator:
+        while (item := self.events.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+class Worker:
+    def __init__(self, loader: Callable[..., Pair] = load_pair):
+        self._loader = loader
+        self._pairs: dict[tuple, Pair] = {}
+        self._requests: queue.Queue = queue.Queue()
+        threading.Thread(target=self._loop, name="mlx-worker", daemon=True).start()
+
+    def pair(self, model: Optional[str], draft: Optional[str], progress=None) -> Pair:
+        """Load (or reuse) a pair. Call only on the worker thread, e.g. inside `call`."""
+        key = (model, draft)
+        if key not in self._pairs:
+            self._pairs[key] = self._loader(model, draft, progress=progress or (lambda m: None))
+        return self._pairs[key]
+
+    def call(self, fn: Callable[[Callable[[str], None]], object], job: Optional[Job] = None) -> Job:
+        """Run fn(progress) on the worker thread; its events / return value arrive through the job.
+
+        fn may return an iterator (each item is forwarded) or a single value.
+        """
+        job = job or Job()
+        self._requests.put((fn, job))
+        return job
+
+    def generate(self, prompt: str | list[int], cfg: GenerationConfig, model: Optional[str] = None,
+                 draft: Optional[str] = None, chat_template: bool = True) -> Job:
+        """Stream the events of one generation (Status lines first if the pair must load)."""
+
+        def work(progress):
+            pair = self.pair(model, draft, progress)
+            ids = prompt if isinstance(prompt, list) else encode_prompt(pair.tokenizer, prompt, chat_template)
+            return stream(pair, ids, cfg, cancel=job.cancelled)
+
+        job = Job()
+        return self.call(work, job)
+
+    def _loop(self) -> None:
+        while True:
+            fn, job = self._requests.get()
+            try:
+                result = fn(lambda m: job.events.put(Status(m)))
+                if hasattr(result, "__next__"):
+                    for item in result:
+                        job.events.put(item)
+                else:
+                    job.events.put(result)
+            except Exception as e:  # reported to the requester; the worker keeps serving
+                job.events.put(e)
+            finally:
+                job.events.put(_DONE)
