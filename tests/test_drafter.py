@@ -1,0 +1,86 @@
+"""Drafter checkpoints: HF-layout round trip and every way a drafter can fail to fit."""
+
+import json
+import shutil
+
+import mlx.core as mx
+import pytest
+
+from dflash.drafter import default_taps, load_drafter, save_drafter
+from dflash.load import check_pair
+from tests.tiny import VOCAB, tiny_drafter, tiny_pair
+
+
+def draft_logits(drafter, target):
+    cache = drafter.make_cache()
+    _, feats, _ = target.forward(mx.array([[4, 5, 6, 7, 8]]), target.make_cache())
+    drafter.extend_context(feats, cache)
+    return drafter.propose(target, 9, drafter.block_size, cache)
+
+
+def test_round_trip_same_logits(tmp_path):
+    d = tiny_drafter(taps=(0, 2))
+    pair = tiny_pair("qwen3", d)
+    save_drafter(d, tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["block_size"] == 8
+    assert cfg["dflash_config"] == {"mask_token_id": VOCAB - 1, "target_layer_ids": [0, 2]}
+    names = set(mx.load(str(tmp_path / "model.safetensors")))
+    assert {"fc.weight", "hidden_norm.weight", "norm.weight",
+            "layers.0.self_attn.q_norm.weight", "layers.1.mlp.down_proj.weight"} <= names
+    assert len(names) == 3 + 2 * 11  # 58 for a 5-layer drafter, as z-lab's
+    again = load_drafter(tmp_path)
+    assert mx.array_equal(draft_logits(d, pair.target), draft_logits(again, pair.target))
+
+
+def test_default_taps_match_reference():
+    assert default_taps(36, 5) == [1, 9, 17, 25, 33]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(hidden_size=48), "hidden size"),
+    (dict(vocab_size=VOCAB + 1), "vocab size"),
+    (dict(num_target_layers=6), "6-layer target, this one has 4"),
+    (dict(target_layer_ids=[0, 7]), r"target_layer_ids \[7\]"),
+    (dict(mask_token_id=VOCAB + 5), "mask_token_id"),
+])
+def test_misfit_drafters_are_refused(change, message):
+    d = tiny_drafter()
+    for k, v in change.items():
+        setattr(d.args, k, v)
+    with pytest.raises(ValueError, match=message):
+        check_pair(tiny_pair("llama").target, d)
+
+
+def test_corrupt_or_missing_weights(tmp_path):
+    save_drafter(tiny_drafter(), tmp_path / "ok")
+    bad = tmp_path / "bad"
+    shutil.copytree(tmp_path / "ok", bad)
+    data = (bad / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="cannot read"):
+        load_drafter(bad)
+
+    (bad / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match="no \\*.safetensors"):
+        load_drafter(bad)
+
+    weights = mx.load(str(tmp_path / "ok" / "model.safetensors"))
+    weights.pop("layers.1.mlp.up_proj.weight")
+    mx.save_safetensors(str(bad / "model.safetensors"), weights)
+    with pytest.raises(ValueError, match="do not match"):
+        load_drafter(bad)
+
+    weights["lm_head.weight"] = mx.zeros((VOCAB, 32))
+    mx.save_safetensors(str(bad / "model.safetensors"), weights)
+    with pytest.raises(ValueError, match="not a DFlash drafter"):
+        load_drafter(bad)
+
+    (bad / "config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_drafter(bad)
+    (bad / "config.json").write_text(json.dumps({"hidden_size": 32}))
+    with pytest.raises(ValueError, match="lacks required key"):
+        load_drafter(bad)
+    with pytest.raises(ValueError, match="no config.json"):
+        load_drafter(tmp_path / "nowhere")

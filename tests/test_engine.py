@@ -1,0 +1,148 @@
+"""Lossless: DFlash ids == target-only greedy ids, on tiny llama / qwen3 / qwen3_5 targets."""
+
+import random
+
+import mlx.core as mx
+import pytest
+
+from dflash.config import GenerationConfig
+from dflash.engine import stream
+from dflash.events import Cycle, Prefill, Summary
+from tests.tiny import VOCAB, tiny_drafter, tiny_pair
+
+FAMILIES = ["llama", "qwen3", "qwen3_5"]
+
+
+class OracleDrafter:
+    """Proposes the target's own continuation, with errors injected at random positions.
+
+    The engine tells it where it is through the context it appends: after prefill and each
+    commit, the number of context positions is exactly the staged token's position.
+    """
+
+    def __init__(self, reference: list[int], block_size: int, error_rate: float, rng):
+        self.reference, self.block_size, self.error_rate, self.rng = reference, block_size, error_rate, rng
+        self.mask_token_id, self.target_layer_ids = VOCAB - 1, [0]
+
+    def make_cache(self):
+        return {"n": 0}
+
+    def extend_context(self, features, cache):
+        cache["n"] += features.shape[1]
+
+    def propose(self, target, staged, block_size, cache):
+        ids = []
+        for j in range(1, block_size):
+            pos = cache["n"] + j
+            tok = self.reference[pos] if pos < len(self.reference) else self.rng.randrange(VOCAB)
+            if self.rng.random() < self.error_rate:
+                tok = (tok + 1 + self.rng.randrange(VOCAB - 1)) % VOCAB
+            ids.append(tok)
+        return mx.eye(VOCAB)[mx.array(ids)] * 10.0
+
+
+def run(pair, prompt, **kw):
+    events = list(stream(pair, prompt, GenerationConfig(**kw)))
+    return events, events[-1]
+
+
+def check_events(events, summary):
+    assert isinstance(events[0], Prefill) and isinstance(summary, Summary)
+    cycles = [e for e in events if isinstance(e, Cycle)]
+    emitted = ([events[0].first.id] if events[0].first else []) + [
+        t.id for c in cycles for t in c.committed]
+    assert tuple(emitted) == summary.token_ids
+    for c in cycles:
+        assert len(c.committed) <= c.accepted + 1
+        assert [t.source for t in c.committed] == (["draft"] * c.accepted + ["target"])[: len(c.committed)]
+    assert summary.cycles == len(cycles)
+    if cycles:
+        assert summary.tau == pytest.approx(1 + sum(c.accepted for c in cycles) / len(cycles))
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request):
+    return request.param
+
+
+def test_lossless_oracle_drafter(family):
+    """>= 70 cases per family: prompts, lengths, block sizes, error rates, EOS, max_tokens."""
+    rng = random.Random(hash(family) % 1000)
+    pair = tiny_pair(family, seed=3)
+    pair.target.tap_ids = [0]  # the oracle reads no features, but counts them
+    stats = {"partial": 0, "full": 0, "eos_in_block": 0, "cut_mid_block": 0}
+    for case in range(72):
+        prompt = [rng.randrange(4, VOCAB - 1) for _ in range(rng.randint(1, 30))]
+        max_tokens = rng.randint(1, 40)
+        B = rng.choice([2, 3, 4, 8, 16])
+        pair.tokenizer.eos_token_ids = {VOCAB}  # unreachable: the long reference never stops
+        pair.drafter = None
+        _, long = run(pair, prompt, mode="target", max_tokens=max_tokens + 16)
+        if case % 3 == 0:  # stop on a token the continuation really produces
+            pair.tokenizer.eos_token_ids = {long.token_ids[rng.randrange(len(long.token_ids))]}
+        _, plain = run(pair, prompt, mode="target", max_tokens=max_tokens)
+        reference = prompt + list(long.token_ids)
+        pair.drafter = OracleDrafter(reference, 16, rng.choice([0.0, 0.03, 0.1, 0.3, 1.0]), rng)
+        events, fast = run(pair, prompt, mode="dflash", max_tokens=max_tokens, block_size=B)
+        assert fast.token_ids == plain.token_ids, f"case {case}"
+        assert fast.finish_reason == plain.finish_reason
+        check_events(events, fast)
+        for c in (e for e in events if isinstance(e, Cycle)):
+            stats["full" if c.accepted == B - 1 else "partial"] += c.accepted > 0
+            if len(c.committed) < c.accepted + 1:
+                stats["eos_in_block" if fast.finish_reason == "stop" else "cut_mid_block"] += 1
+    assert all(v > 0 for v in stats.values()), stats
+
+
+def test_lossless_random_drafter(family):
+    """A real (random-weight) drafter: mostly rejections, still the target's exact output."""
+    rng = random.Random(7)
+    pair = tiny_pair(family, tiny_drafter(block_size=16), seed=5)
+    for _ in range(20):
+        prompt = [rng.randrange(4, VOCAB - 1) for _ in range(rng.randint(1, 60))]
+        kw = dict(max_tokens=rng.randint(1, 30))
+        _, plain = run(pair, prompt, mode="target", **kw)
+        events, fast = run(pair, prompt, mode="dflash", block_size=rng.randint(2, 16), **kw)
+        assert fast.token_ids == plain.token_ids
+        check_events(events, fast)
+
+
+def test_long_prompt_is_chunked_and_lossless(monkeypatch):
+    import dflash.target
+
+    monkeypatch.setattr(dflash.target, "PREFILL_CHUNK", 16)
+    pair = tiny_pair("qwen3_5", tiny_drafter(), seed=2)
+    prompt = [4 + i % 50 for i in range(100)]
+    _, plain = run(pair, prompt, mode="target", max_tokens=20)
+    _, fast = run(pair, prompt, mode="dflash", max_tokens=20)
+    assert fast.token_ids == plain.token_ids
+
+
+def test_limits_and_bad_input():
+    pair = tiny_pair("llama", tiny_drafter(block_size=8))
+    with pytest.raises(ValueError, match="context"):
+        run(pair, [5] * 400, max_tokens=200)
+    with pytest.raises(ValueError, match="block_size"):
+        run(pair, [5], block_size=9)
+    with pytest.raises(ValueError, match="empty"):
+        run(pair, [], max_tokens=4)
+    with pytest.raises(ValueError, match="temperature"):
+        run(pair, [5], temperature=-1.0)
+    events, s = run(pair, [5, 6], max_tokens=0)
+    assert s.tokens == 0 and s.finish_reason == "length" and events[0].first is None
+    pair.drafter = None
+    with pytest.raises(ValueError, match="needs a drafter"):
+        run(pair, [5], mode="dflash")
+
+
+def test_cancel_stops_between_cycles():
+    import threading
+
+    pair = tiny_pair("llama", tiny_drafter())
+    cancel = threading.Event()
+    events = []
+    for ev in stream(pair, [5, 6, 7], GenerationConfig(max_tokens=100), cancel=cancel):
+        events.append(ev)
+        if isinstance(ev, Cycle) and ev.index == 2:
+            cancel.set()
+    assert events[-1].finish_reason == "cancelled" and events[-1].cycles == 3
