@@ -1,0 +1,165 @@
+"""Checks for the prompt assets: training / eval prompts, bench suites and playground presets."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = ROOT / "assets" / "prompts"
+TRAIN = PROMPTS / "train.jsonl"
+EVAL = PROMPTS / "eval.jsonl"
+SCRIPT = PROMPTS / "make_prompts.py"
+BENCH = ROOT / "assets" / "bench"
+BENCH_SUITES = ("chat", "code", "math")
+PRESETS = ROOT / "assets" / "presets.json"
+
+CATEGORIES = {"chat", "explanation", "code", "math", "lists", "creative"}
+
+
+def norm(text: str) -> str:
+    """Lower-case, drop punctuation, collapse whitespace."""
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines, f"{path} is empty"
+    return [json.loads(line) for line in lines]
+
+
+@pytest.fixture(scope="module")
+def train() -> list[dict]:
+    return read_jsonl(TRAIN)
+
+
+@pytest.fixture(scope="module")
+def eval_set() -> list[dict]:
+    return read_jsonl(EVAL)
+
+
+@pytest.fixture(scope="module")
+def bench() -> dict[str, list[dict]]:
+    return {name: read_jsonl(BENCH / f"{name}.jsonl") for name in BENCH_SUITES}
+
+
+@pytest.fixture(scope="module")
+def presets() -> dict:
+    return json.loads(PRESETS.read_text(encoding="utf-8"))
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("make_prompts", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- train
+
+
+def test_train_schema_and_counts(train):
+    assert len(train) >= 8000
+    for rec in train:
+        assert set(rec) == {"category", "prompt"}
+        assert rec["category"] in CATEGORIES
+        assert isinstance(rec["prompt"], str) and rec["prompt"].strip() == rec["prompt"] and rec["prompt"]
+    counts = Counter(rec["category"] for rec in train)
+    assert set(counts) == CATEGORIES
+    assert min(counts.values()) >= 1000, counts
+
+
+def test_train_is_deduplicated(train):
+    keys = [norm(rec["prompt"]) for rec in train]
+    assert len(set(keys)) == len(keys)
+
+
+def test_train_size():
+    assert TRAIN.stat().st_size < 2_000_000
+
+
+def test_script_has_many_templates():
+    mod = _load_script()
+    assert set(mod.TEMPLATES) == CATEGORIES
+    for category, templates in mod.TEMPLATES.items():
+        assert len(templates) >= 40, (category, len(templates))
+
+
+def test_script_regenerates_train_byte_identically(tmp_path):
+    out = tmp_path / "train.jsonl"
+    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], check=True, capture_output=True)
+    assert out.read_bytes() == TRAIN.read_bytes()
+
+
+# ----------------------------------------------------------------------------- eval / bench / presets
+
+
+def test_eval_schema_and_counts(eval_set):
+    assert len(eval_set) == 60
+    for rec in eval_set:
+        assert set(rec) == {"category", "prompt"}
+        assert isinstance(rec["prompt"], str) and rec["prompt"]
+    counts = Counter(rec["category"] for rec in eval_set)
+    assert counts == {c: 10 for c in CATEGORIES}
+
+
+def test_bench_schema(bench):
+    for name, recs in bench.items():
+        assert len(recs) == 8, name
+        assert [rec["id"] for rec in recs] == [f"{name}-{i}" for i in range(1, 9)]
+        for rec in recs:
+            assert set(rec) == {"id", "prompt"}
+            assert isinstance(rec["prompt"], str) and rec["prompt"]
+
+
+def test_presets_schema(presets):
+    assert set(presets) == {"chat", "code", "math", "long"}
+    for value in presets.values():
+        assert isinstance(value, str) and value.strip()
+    assert 1200 <= len(presets["long"].split()) <= 2000
+
+
+# ----------------------------------------------------------------------------- disjointness
+
+
+@pytest.fixture(scope="module")
+def prompt_sets(train, eval_set, bench, presets) -> dict[str, list[str]]:
+    return {
+        "train": [r["prompt"] for r in train],
+        "eval": [r["prompt"] for r in eval_set],
+        "bench": [r["prompt"] for recs in bench.values() for r in recs],
+        "presets": list(presets.values()),
+    }
+
+
+def test_no_duplicates_within_held_out_sets(prompt_sets):
+    for name in ("eval", "bench", "presets"):
+        keys = [norm(p) for p in prompt_sets[name]]
+        assert len(set(keys)) == len(keys), name
+
+
+def test_sets_pairwise_disjoint(prompt_sets):
+    for a, b in itertools.combinations(prompt_sets, 2):
+        exact = set(prompt_sets[a]) & set(prompt_sets[b])
+        assert not exact, (a, b, sorted(exact)[:5])
+        normed = {norm(p) for p in prompt_sets[a]} & {norm(p) for p in prompt_sets[b]}
+        assert not normed, (a, b, sorted(normed)[:5])
+
+
+def test_held_out_prompts_not_embedded_in_train(prompt_sets):
+    """A held-out prompt must not appear inside a (decorated) training prompt, nor vice versa."""
+    train_keys = [norm(p) for p in prompt_sets["train"]]
+    blob = "\n".join(train_keys)
+    for name in ("eval", "bench", "presets"):
+        for prompt in prompt_sets[name]:
+            key = norm(prompt)
+            assert key not in blob, (name, prompt)
+            assert not any(t in key for t in train_keys if len(t) >= 40), (name, prompt)
