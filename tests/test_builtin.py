@@ -1,0 +1,96 @@
+"""The built-in SmolLM2 target: GGUF -> mlx-lm conversion, checked on the real model."""
+
+import hashlib
+import time
+
+import mlx.core as mx
+import mlx.nn as nn
+import pytest
+from mlx_lm import generate, load
+from mlx_lm.models.cache import make_prompt_cache
+
+from dflash import builtin
+
+PARAGRAPH = (
+    "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg "
+    "developed a system of movable metal type in the German city of Mainz. Before his invention, "
+    "books were copied by hand, which made them rare and expensive. The new method allowed printers "
+    "to produce many copies of a text quickly and at a lower cost. Within a few decades, printing "
+    "shops had spread to most major cities in Europe, and the number of books in circulation grew "
+    "enormously. This change helped spread new ideas in science, religion and politics."
+)
+
+
+@pytest.fixture(scope="session")
+def converted(tmp_path_factory):
+    return builtin.convert_gguf(builtin.find_gguf(), tmp_path_factory.mktemp("builtin") / "model")
+
+
+@pytest.fixture(scope="session")
+def loaded(converted):
+    return load(str(converted))
+
+
+def _hashes(path):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
+
+
+def test_perplexity(loaded):
+    model, tok = loaded
+    x = mx.array(tok.encode(PARAGRAPH))[None]
+    ppl = mx.exp(nn.losses.cross_entropy(model(x[:, :-1]), x[:, 1:]).mean()).item()
+    print(f"perplexity over {x.shape[1]} tokens: {ppl:.2f}")
+    assert ppl < 15  # ~10.3; a missed q/k un-permutation gives ~80
+
+
+def test_conversion_is_deterministic(converted, tmp_path):
+    again = builtin.convert_gguf(builtin.find_gguf(), tmp_path / "again")
+    assert _hashes(again) == _hashes(converted)
+
+
+def test_special_tokens_and_chat_template(loaded):
+    _, tok = loaded
+    for special in ("<|im_start|>", "<|im_end|>", "<|endoftext|>"):
+        ids = tok.encode(special)
+        assert len(ids) == 1 and tok.decode(ids) == special
+    assert {tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")} <= tok.eos_token_ids
+    text = tok.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True, tokenize=False)
+    assert text.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_greedy_answer(loaded):
+    model, tok = loaded
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True
+    )
+    out = generate(model, tok, prompt, max_tokens=20)
+    print(repr(out))
+    assert "Paris" in out
+
+
+def test_block_logits_equal_single_token_logits(loaded):
+    # DFlash's losslessness on CPU rests on this: verifying a block must score each token
+    # exactly as plain one-token decoding does.
+    model, tok = loaded
+    ids = tok.encode(PARAGRAPH)
+    prefix, block = mx.array(ids[:8])[None], ids[8:24]
+    cache = make_prompt_cache(model)
+    model(prefix, cache=cache)
+    together = model(mx.array(block)[None], cache=cache)[0]
+    cache = make_prompt_cache(model)
+    model(prefix, cache=cache)
+    alone = mx.concatenate([model(mx.array([[t]]), cache=cache)[0] for t in block])
+    assert mx.array_equal(together, alone).item(), mx.abs(together - alone).max(axis=-1).tolist()
+
+
+def test_ensure_builtin_target_is_cached(monkeypatch, tmp_path):
+    gguf = builtin.find_gguf()
+    monkeypatch.setenv("DFLASH_CACHE", str(tmp_path))
+    assert builtin.cache_dir() == tmp_path
+    (tmp_path / builtin.GGUF_NAME).symlink_to(gguf)  # no second download
+    first = builtin.ensure_builtin_target(progress=lambda s: None)
+    tic = time.perf_counter()
+    assert builtin.ensure_builtin_target(progress=lambda s: None) == first
+    assert time.perf_counter() - tic < 0.05
+    assert first.parent == tmp_path and (first / "model.safetensors").exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
