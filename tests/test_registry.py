@@ -1,13 +1,11 @@
 """Registry matching, unpaired targets, and Hub ids resolved through a local HF cache."""
 
-import json
-
 import pytest
 
 from dflash.drafter import save_drafter
 from dflash.load import load_pair, resolve
 from dflash.registry import BUILTIN_DRAFTER, BUILTIN_TARGET, find_drafter
-from tests.tiny import CONFIGS, tiny_drafter, tiny_model
+from tests.tiny import save_tiny_model, tiny_drafter
 
 
 @pytest.mark.parametrize("name, drafter", [
@@ -49,21 +47,12 @@ def _hub_fixture(tmp_path, repo_id: str, files_from):
 
 def test_pair_loads_from_hub_ids_offline(tmp_path, monkeypatch):
     """Target and drafter given as Hub ids resolve through huggingface_hub (offline cache)."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-
-    model_dir = tmp_path / "target"
-    model_dir.mkdir()
-    model = tiny_model("qwen3")
-    mx.save_safetensors(str(model_dir / "model.safetensors"), dict(tree_flatten(model.parameters())))
-    (model_dir / "config.json").write_text(json.dumps(CONFIGS["qwen3"]))
-    _write_tokenizer(model_dir)
-    save_drafter(tiny_drafter(), tmp_path / "drafter")
-    _hub_fixture(tmp_path, "acme/Tiny-Qwen3", model_dir)
-    _hub_fixture(tmp_path, "acme/Tiny-Qwen3-DFlash", tmp_path / "drafter")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import huggingface_hub.constants as c
+
+    _hub_fixture(tmp_path, "acme/Tiny-Qwen3", save_tiny_model(tmp_path / "target", "qwen3"))
+    save_drafter(tiny_drafter(), tmp_path / "drafter")
+    _hub_fixture(tmp_path, "acme/Tiny-Qwen3-DFlash", tmp_path / "drafter")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
 
@@ -71,14 +60,3 @@ def test_pair_loads_from_hub_ids_offline(tmp_path, monkeypatch):
     assert pair.drafter.block_size == 8 and pair.target.num_layers == 4
     with pytest.raises(ValueError, match="cannot fetch drafter"):
         load_pair("acme/Tiny-Qwen3", "acme/Missing-DFlash", progress=lambda m: None)
-
-
-def _write_tokenizer(path):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {f"t{i}": i for i in range(64)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.save(str(path / "tokenizer.json"))
-    (path / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "t3", "unk_token": "t0"}))

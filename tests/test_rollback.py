@@ -25,7 +25,7 @@ def rel_err(a, b):
     return float(np.abs(a - b).max() / (np.abs(b).max() + 1e-12))
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3", "qwen3_5"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5"])
 @pytest.mark.parametrize("n_keep", [1, 3, 8, 16])
 def test_rollback_equals_fresh_prefix(family, n_keep):
     pair = tiny_pair(family, seed=11)

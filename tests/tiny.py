@@ -21,6 +21,17 @@ _COMMON = dict(hidden_size=HIDDEN, num_hidden_layers=4, intermediate_size=64,
 CONFIGS = {
     "llama": dict(_COMMON, model_type="llama", rope_theta=10000.0),
     "qwen3": dict(_COMMON, model_type="qwen3", head_dim=8, rope_theta=10000.0),
+    "qwen2": dict(_COMMON, model_type="qwen2", rope_theta=10000.0),
+    "qwen3_moe": dict(_COMMON, model_type="qwen3_moe", head_dim=8, rope_theta=10000.0,
+                      num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                      decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True),
+    "qwen3_next": dict(_COMMON, model_type="qwen3_next", tie_word_embeddings=False, head_dim=8,
+                       linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=8,
+                       linear_value_head_dim=8, linear_conv_kernel_dim=4, full_attention_interval=2,
+                       num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=32, decoder_sparse_step=1,
+                       mlp_only_layers=[], norm_topk_prob=True, rope_theta=10000.0,
+                       partial_rotary_factor=0.5),
     "qwen3_5": dict(
         model_type="qwen3_5",
         text_config=dict(_COMMON, model_type="qwen3_5", tie_word_embeddings=False, head_dim=8,
@@ -86,3 +97,22 @@ def tiny_pair(family: str, drafter=None, seed: int = 0) -> Pair:
     model = tiny_model(family, seed)
     taps = drafter.target_layer_ids if drafter is not None else None
     return Pair(Target(model, family, taps), drafter, FakeTokenizer(), f"tiny-{family}", None)
+
+
+def save_tiny_model(path, family: str = "qwen3", seed: int = 0):
+    """An mlx-lm model directory (weights, config, a word-level tokenizer) for CLI / Hub tests."""
+    import json
+
+    from mlx.utils import tree_flatten
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    path.mkdir(parents=True, exist_ok=True)
+    model = tiny_model(family, seed)
+    mx.save_safetensors(str(path / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (path / "config.json").write_text(json.dumps(CONFIGS[family]))
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": f"t{EOS}", "unk_token": "t0"}))
+    return path
