@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from .builtin import BUILTIN_TARGET_ID as BUILTIN_TARGET
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-BUILTIN_TARGET = "builtin:smollm2-135m-instruct"
 BUILTIN_DRAFTER = ASSETS / "smollm2-135m-instruct-dflash"
 
 # base name -> drafter (Hub id, or a directory shipped in assets/)
