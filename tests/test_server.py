@@ -1,0 +1,239 @@
+"""The HTTP server against tiny random models, through a real HTTP client on a free port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+import uvicorn
+
+from dflash.registry import BUILTIN_DRAFTER
+from dflash.server import StopCutter, create_app
+from dflash.worker import Worker
+from tests.tiny import tiny_drafter, tiny_pair
+
+
+def _serve(app):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    return server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def url():
+    # the loader runs on the worker thread, like the real one
+    worker = Worker(loader=lambda model, draft, progress: tiny_pair("llama", tiny_drafter()))
+    server, thread, base = _serve(create_app(worker, model="tiny-llama"))
+    yield base
+    server.should_exit = True
+    thread.join(10)
+
+
+TIMEOUT = 600  # generous: the embedded pair is slow on a busy CPU
+
+
+def post(url, path, **body):
+    return requests.post(url + path, json=body, timeout=TIMEOUT)
+
+
+def sse(url, path, **body):
+    """(chunks, saw_done) of a streaming request."""
+    with requests.post(url + path, json={**body, "stream": True}, stream=True, timeout=TIMEOUT) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        lines = [l for l in r.iter_lines(decode_unicode=True) if l.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    return [json.loads(l[6:]) for l in lines[:-1]]
+
+
+def streamed_text(chunks, chat):
+    if chat:
+        return "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    return "".join(c["choices"][0]["text"] for c in chunks)
+
+
+def test_models(url):
+    data = requests.get(url + "/v1/models", timeout=10).json()["data"]
+    assert [m["id"] for m in data] == ["tiny-llama"]
+
+
+def test_completion_and_chat_streaming_equal_whole(url):
+    for path, chat, req in [("/v1/completions", False, {"prompt": "hello"}),
+                            ("/v1/chat/completions", True, {"messages": [
+                                {"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]})]:
+        whole = post(url, path, max_tokens=20, **req).json()
+        choice = whole["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+        assert whole["object"] == ("chat.completion" if chat else "text_completion")
+        assert text and choice["finish_reason"] == "length"
+        assert whole["usage"]["completion_tokens"] == 20 == whole["dflash"]["tokens"]
+        assert whole["usage"]["total_tokens"] == whole["usage"]["prompt_tokens"] + 20
+        assert set(whole["dflash"]) >= {"tau", "acceptance_rate", "cycles", "decode_tok_s", "mode"}
+        assert whole["dflash"]["mode"] == "dflash" and 1.0 <= whole["dflash"]["tau"]
+
+        chunks = sse(url, path, max_tokens=20, **req)
+        assert streamed_text(chunks, chat) == text
+        if chat:
+            assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+        last = chunks[-1]
+        assert last["choices"][0]["finish_reason"] == "length" and last["usage"] == whole["usage"]
+        assert all(c["id"] == last["id"] for c in chunks)
+
+        # the same output from the target alone (greedy decoding is lossless)
+        target = post(url, path, max_tokens=20, mode="target", **req).json()
+        assert target["dflash"]["mode"] == "target"
+        assert target["choices"][0] == choice
+
+
+def test_stop_strings(url):
+    full = post(url, "/v1/completions", prompt="abc", max_tokens=30).json()["choices"][0]["text"]
+    stop = full[14:19]  # spans token boundaries: "<id>" texts
+    cut = full[: full.find(stop)]
+    for stream in (False, True):
+        if stream:
+            chunks = sse(url, "/v1/completions", prompt="abc", max_tokens=30, stop=[stop, "never"])
+            text, finish = streamed_text(chunks, False), chunks[-1]["choices"][0]["finish_reason"]
+        else:
+            r = post(url, "/v1/completions", prompt="abc", max_tokens=30, stop=[stop, "never"]).json()
+            text, finish = r["choices"][0]["text"], r["choices"][0]["finish_reason"]
+        assert (text, finish) == (cut, "stop")
+    # a stop string that starts like the output but never completes: all text, held back then sent
+    chunks = sse(url, "/v1/completions", prompt="abc", max_tokens=30, stop=full[-3:] + "#")
+    assert streamed_text(chunks, False) == full
+
+
+def test_stop_cutter_holds_back_prefixes():
+    c = StopCutter(("STOP",))
+    assert [c.add(p) for p in ["ab", "cS", "T", "x", "yST", "OPz"]] == ["ab", "c", "", "STx", "y", ""]
+    assert c.stopped and c.text == "abcSTxy"
+
+
+BAD = [  # (path, body, status, param)
+    ("/v1/chat/completions", "{not json", 400, None),
+    ("/v1/chat/completions", [1, 2], 400, None),
+    ("/v1/chat/completions", {}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, 400, "messages[0]"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, 400, "messages[0].content"),
+    ("/v1/completions", {}, 400, "prompt"),
+    ("/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": "ten"}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 10**6}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "temperature": 11}, 400, "temperature"),
+    ("/v1/completions", {"prompt": "x", "top_p": 0}, 400, "top_p"),
+    ("/v1/completions", {"prompt": "x", "seed": -1}, 400, "seed"),
+    ("/v1/completions", {"prompt": "x", "stream": "yes"}, 400, "stream"),
+    ("/v1/completions", {"prompt": "x", "stop": [""]}, 400, "stop"),
+    ("/v1/completions", {"prompt": "x", "mode": "fast"}, 400, "mode"),
+    ("/v1/completions", {"prompt": "x", "n": 2}, 400, "n"),
+    ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, 404, "model"),
+    ("/v1/completions", {"prompt": "x", "block_size": 99}, 400, None),  # engine: drafter's block 8
+    ("/v1/completions", {"prompt": [1000]}, 400, None),  # outside the vocabulary
+    ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8}, 400, None),  # past the context
+    ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8, "stream": True}, 400, None),
+]
+
+
+def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(url):
+    before = requests.get(url + "/metrics", timeout=10).json()["totals"]["errors"]
+    for path, body, status, param in BAD:
+        kw = {"data": body} if isinstance(body, str) else {"json": body}
+        r = requests.post(url + path, timeout=60, **kw)
+        assert r.status_code == status, (body, r.text)
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["message"]
+        assert err["type"] == "invalid_request_error" and err["param"] == param, (body, err)
+    assert requests.get(url + "/v1/nothing", timeout=10).json()["error"]["message"]
+    assert requests.get(url + "/metrics", timeout=10).json()["totals"]["errors"] == before + len(BAD)
+    assert post(url, "/v1/completions", prompt="x", max_tokens=4).json()["usage"]["completion_tokens"] == 4
+
+
+def test_metrics(url):
+    r = post(url, "/v1/completions", prompt="metrics", max_tokens=9).json()
+    m = requests.get(url + "/metrics", timeout=10).json()
+    rec = next(x for x in m["requests"] if x["id"] == r["id"])
+    assert rec["tokens"] == 9 and rec["finish_reason"] == "length"
+    assert rec["tokens_per_cycle"] == r["dflash"]["tau"] and rec["cycles"] == r["dflash"]["cycles"]
+    assert {"acceptance_rate", "decode_tok_s", "ttft_s"} <= set(rec)
+    t = m["totals"]
+    assert t["requests"] == len(m["requests"]) and t["tokens"] == sum(x["tokens"] for x in m["requests"])
+    assert t["cycles"] == sum(x["cycles"] for x in m["requests"]) and t["tokens_per_cycle"] >= 1.0
+    assert set(t["by_mode"]) == {"dflash", "target"}
+
+
+def test_concurrent_requests_queue_and_match_alone(url):
+    prompts = ["two two", "four", "alpha", "gamma"]
+    alone = [post(url, "/v1/completions", prompt=p, max_tokens=12).json()["choices"][0]["text"] for p in prompts]
+    assert len(set(alone)) == 4  # a mix-up between requests would show
+
+    def run(i):
+        if i % 2:
+            return streamed_text(sse(url, "/v1/completions", prompt=prompts[i], max_tokens=12), False)
+        return post(url, "/v1/completions", prompt=prompts[i], max_tokens=12).json()["choices"][0]["text"]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(run, range(4))) == alone
+
+
+def test_client_disconnect_cancels_generation(url):
+    with requests.post(url + "/v1/completions", json={"prompt": "long", "max_tokens": 400, "stream": True},
+                       stream=True, timeout=60) as r:
+        first = next(l for l in r.iter_lines(decode_unicode=True) if l.startswith("data: "))
+    rid = json.loads(first[6:])["id"]
+    for _ in range(500):
+        recs = [x for x in requests.get(url + "/metrics", timeout=10).json()["requests"] if x["id"] == rid]
+        if recs:
+            break
+        time.sleep(0.02)
+    assert recs[0]["finish_reason"] == "cancelled" and recs[0]["tokens"] < 400
+    assert post(url, "/v1/completions", prompt="x", max_tokens=4).status_code == 200
+
+
+def test_server_fault_is_5xx_and_not_fatal():
+    calls = []
+
+    def loader(model, draft, progress):  # fails once, then works
+        calls.append(model)
+        if len(calls) == 1:
+            raise RuntimeError("disk on fire")
+        return tiny_pair("llama", tiny_drafter())
+
+    server, thread, base = _serve(create_app(Worker(loader=loader), model="tiny-llama"))
+    try:
+        r = post(base, "/v1/completions", prompt="x", max_tokens=4)
+        assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+        assert post(base, "/v1/completions", prompt="x", max_tokens=4).status_code == 200
+        assert requests.get(base + "/metrics", timeout=10).json()["totals"]["errors"] == 1
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def check_real_pair(base):
+    """Chat through a real tokenizer and chat template: streamed == whole == target-only."""
+    req = {"messages": [{"role": "user", "content": "List the first five prime numbers."}], "max_tokens": 8}
+    whole = post(base, "/v1/chat/completions", **req).json()
+    text = whole["choices"][0]["message"]["content"]
+    assert text and whole["dflash"]["tau"] >= 1.0
+    assert streamed_text(sse(base, "/v1/chat/completions", **req), True) == text
+    assert post(base, "/v1/chat/completions", mode="target", **req).json()["choices"][0]["message"]["content"] == text
+
+
+@pytest.mark.skipif(not (BUILTIN_DRAFTER / "config.json").exists(), reason="embedded drafter not built yet")
+def test_embedded_pair():
+    server, thread, base = _serve(create_app(Worker()))
+    try:
+        check_real_pair(base)
+    finally:
+        server.should_exit = True
+        thread.join(10)
