@@ -31,6 +31,8 @@ class GenerationConfig:
             raise ValueError(f"temperature must be in [0, 10] (got {self.temperature!r})")
         if not (0.0 < self.top_p <= 1.0):
             raise ValueError(f"top_p must be in (0, 1] (got {self.top_p!r})")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an integer in 0..2**63-1 (got {self.seed!r})")
         if self.block_size is not None and drafter_block_size is not None:
             if not 2 <= self.block_size <= drafter_block_size:
                 raise ValueError(
