@@ -1,0 +1,598 @@
+"""`python -m dflash bench`: target-only vs DFlash on the same prompt token ids, in one process.
+
+After one warm-up generation per mode, each prompt runs target-only, DFlash (and with
+`--peer zlab` z-lab's reference implementation) `--repeat` times; a prompt's numbers are the
+medians over repeats, a suite's the medians over its prompts. Metrics are DFLASH.md §5's:
+speedup = DFlash decode tok/s / target-only decode tok/s (ratio of the two medians).
+`--profile` adds a one-cycle cost breakdown measured on the first prompt. Output: a table on
+stdout, and with `--out FILE.json` the JSON document plus a plot next to it (FILE.html).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+from time import perf_counter
+from typing import Callable, Optional
+
+import mlx.core as mx
+
+from .cli import add_generation_args, add_model_args
+from .config import GenerationConfig
+from .events import Cycle, Summary
+from .registry import ASSETS
+
+SUITES = ("chat", "code", "math")
+SUITE_DIR = ASSETS / "bench"
+SCHEMA = "dflash-bench/1"
+DEFAULT_BENCH_TOKENS = 128
+DEFAULT_REPEAT = 3
+WARMUP_TOKENS = 32
+PROFILE_KS = (1, 2, 4, 8, 16)
+PROFILE_REPS = 10
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def load_suites(names: list[str], files: Optional[list[str]] = None,
+                limit: Optional[int] = None) -> dict[str, list[dict]]:
+    """{suite: [{"id", "prompt"}, ...]} from `assets/bench/<name>.jsonl`, or from JSONL files
+    given explicitly (the suite is then named after the file's stem)."""
+    paths = [Path(f) for f in files] if files else [SUITE_DIR / f"{n}.jsonl" for n in names]
+    suites = {}
+    for path in paths:
+        if not path.is_file():
+            raise ValueError(f"no prompt suite at {path}")
+        rows = []
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n} is not JSON ({e})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+                raise ValueError(f"{path}:{n} needs a string 'prompt'")
+            rows.append({"id": str(row.get("id", f"{path.stem}-{n}")), "prompt": row["prompt"]})
+        if not rows:
+            raise ValueError(f"prompt suite {path} is empty")
+        suites[path.stem] = rows[:limit] if limit else rows
+    return suites
+
+
+# ---------------------------------------------------------------- one prompt
+
+
+def _generate(pair, ids: list[int], cfg: GenerationConfig) -> tuple[Summary, dict]:
+    from .engine import stream
+
+    *events, s = list(stream(pair, ids, cfg))
+    n = max(s.cycles, 1)
+    per_cycle = {k: getattr(s, f"{k}_s") / n * 1e3 for k in ("draft", "verify", "rollback")}
+    cycle_ms = s.decode_s / n * 1e3
+    stats = {
+        "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "tokens": s.tokens, "cycles": s.cycles,
+        "tau": s.tau, "acceptance_rate": s.acceptance_rate,
+        **{f"{k}_ms": v for k, v in per_cycle.items()},
+        "cycle_ms": cycle_ms,
+        # time inside a cycle that none of the engine's draft/verify/rollback timers saw
+        "untimed_ms": cycle_ms - sum(per_cycle.values()),
+    }
+    return s, stats
+
+
+def _peer_stats(r) -> dict:
+    return {"decode_tok_s": r.decode_tok_s, "ttft_s": r.ttft_s, "tokens": len(r.token_ids),
+            "cycles": r.cycles, "tau": r.tau, "reported_tok_s": r.reported_tok_s}
+
+
+def _medians(runs: list[dict]) -> dict:
+    return {k: median(r[k] for r in runs) for k in runs[0]}
+
+
+def _first_divergence(ref: tuple, outputs: list[tuple]) -> Optional[int]:
+    """Index of the first token where any output differs from `ref` (None when all equal)."""
+    at = [next((i for i, (x, y) in enumerate(zip(ref, o)) if x != y), min(len(ref), len(o)))
+          for o in outputs if o != ref]
+    return min(at) if at else None
+
+
+def bench_prompt(pair, ids: list[int], cfg: GenerationConfig, repeat: int, peer=None) -> dict:
+    """Medians over `repeat` rounds of target-only, DFlash (and the peer) on the same ids."""
+    tcfg = GenerationConfig("target", cfg.max_tokens, None, cfg.temperature, cfg.top_p, cfg.seed)
+    runs: dict[str, list] = {"target": [], "dflash": [], "peer": []}
+    outputs: dict[str, list] = {"target": [], "dflash": [], "peer": []}
+    peer_error = None
+    for _ in range(repeat):
+        for mode, mode_cfg in (("target", tcfg), ("dflash", cfg)):
+            summary, stats = _generate(pair, ids, mode_cfg)
+            outputs[mode].append(summary.token_ids)
+            runs[mode].append(stats)
+        if peer is not None and peer_error is None:
+            try:
+                r = peer.generate(ids, cfg.max_tokens, cfg.block_size, cfg.temperature, cfg.top_p)
+                outputs["peer"].append(r.token_ids)
+                runs["peer"].append(_peer_stats(r))
+            except Exception as e:  # a foreign implementation: record why, keep benchmarking
+                peer_error = f"{type(e).__name__}: {e}"
+    ref = outputs["target"][0]
+    target, dflash = _medians(runs["target"]), _medians(runs["dflash"])
+    for mode, med in (("target", target), ("dflash", dflash)):
+        med["decode_tok_s_runs"] = [r["decode_tok_s"] for r in runs[mode]]
+    dflash["per_position_acceptance"] = list(summary.per_position_acceptance)  # the last run is DFlash
+    ours = outputs["target"] + outputs["dflash"]
+    row = {
+        "prompt_tokens": len(ids),
+        "target": target,
+        "dflash": dflash,
+        "speedup": dflash["decode_tok_s"] / target["decode_tok_s"] if target["decode_tok_s"] else None,
+        "identical": all(o == ref for o in ours),
+        "first_divergence": _first_divergence(ref, ours),
+        "peer": None,
+    }
+    if peer is not None:
+        if peer_error is not None:
+            row["peer"] = {"error": peer_error}
+        else:
+            p = _medians(runs["peer"])
+            p["decode_tok_s_runs"] = [r["decode_tok_s"] for r in runs["peer"]]
+            p["speedup"] = p["decode_tok_s"] / target["decode_tok_s"] if target["decode_tok_s"] else None
+            p["identical"] = all(o == ref for o in outputs["peer"])
+            p["first_divergence"] = _first_divergence(ref, outputs["peer"])
+            row["peer"] = p
+    return row
+
+
+# ---------------------------------------------------------------- aggregation
+
+AGGREGATES: dict[str, Callable[[dict], Optional[float]]] = {
+    "speedup": lambda r: r["speedup"],
+    "tau": lambda r: r["dflash"]["tau"],
+    "acceptance_rate": lambda r: r["dflash"]["acceptance_rate"],
+    "target_tok_s": lambda r: r["target"]["decode_tok_s"],
+    "dflash_tok_s": lambda r: r["dflash"]["decode_tok_s"],
+    "target_ttft_s": lambda r: r["target"]["ttft_s"],
+    "dflash_ttft_s": lambda r: r["dflash"]["ttft_s"],
+    "target_step_ms": lambda r: r["target"]["cycle_ms"],
+    "draft_ms": lambda r: r["dflash"]["draft_ms"],
+    "verify_ms": lambda r: r["dflash"]["verify_ms"],
+    "rollback_ms": lambda r: r["dflash"]["rollback_ms"],
+    "cycle_ms": lambda r: r["dflash"]["cycle_ms"],
+    "peer_tok_s": lambda r: (r["peer"] or {}).get("decode_tok_s"),
+    "peer_speedup": lambda r: (r["peer"] or {}).get("speedup"),
+    "peer_tau": lambda r: (r["peer"] or {}).get("tau"),
+}
+
+
+def aggregate(rows: list[dict]) -> dict:
+    """Medians over prompts of each AGGREGATES metric (None where no prompt has it) + counts."""
+    out: dict = {"prompts": len(rows), "identical": sum(r["identical"] for r in rows)}
+    out["all_identical"] = out["identical"] == len(rows)
+    for key, get in AGGREGATES.items():
+        vals = [v for r in rows if (v := get(r)) is not None]
+        out[key] = median(vals) if vals else None
+    peer_rows = [r["peer"] for r in rows if r["peer"] and "identical" in r["peer"]]
+    if peer_rows:
+        out["peer_identical"] = sum(p["identical"] for p in peer_rows)
+    return out
+
+
+# ---------------------------------------------------------------- one-cycle profile
+
+
+def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFILE_REPS) -> dict:
+    """Model work of one cycle measured in isolation (ms, medians of `reps` after one warm-up).
+
+    target_step: a 1-token target forward; verify[k]: a k-token forward with taps; draft: one
+    drafter pass + argmax; rollback: after a B-token verify, keep round(tau) positions (cache
+    trim / tape replay) and append their features to the drafter's context. Caches are put back
+    after each measurement where the cache allows it (hybrid 1-token steps grow it a little).
+    """
+    target, drafter = pair.target, pair.drafter
+    cache, dcache = target.make_cache(), drafter.make_cache()
+    logits = target.prefill(ids, cache, on_chunk=lambda f: drafter.extend_context(f, dcache))
+    staged = mx.argmax(logits).item()
+    mx.eval([c.state for c in dcache])
+    keep = min(max(round(tau), 1), block_size)
+    rollbacks: list[float] = []
+
+    def timed(fn, undo=lambda out: None) -> float:
+        times = []
+        for _ in range(reps + 1):
+            t = perf_counter()
+            out = fn()
+            times.append(perf_counter() - t)
+            undo(out)
+        return median(times[1:]) * 1e3
+
+    def forward(k: int, record: bool):
+        logits, feats, tapes = target.forward(mx.array([[staged] * k]), cache, record=record)
+        mx.eval(logits, feats if feats is not None else logits)
+        return k, feats, tapes
+
+    def undo(out):
+        n_fed, feats, tapes = out
+        if n_fed == block_size:  # time the rollback of a real cycle, then remove what it kept
+            t = perf_counter()
+            target.rollback(cache, tapes, n_fed, keep)
+            drafter.extend_context(feats[:, :keep], dcache)
+            mx.eval([c.state for c in cache], [c.state for c in dcache])
+            rollbacks.append(perf_counter() - t)
+            for c in dcache:
+                c.trim(keep)
+            n_fed, tapes = keep, {}
+        if tapes or not target.is_hybrid:
+            target.rollback(cache, tapes, n_fed, 0)
+            mx.eval([c.state for c in cache])
+
+    def draft():
+        mx.eval(mx.argmax(drafter.propose(target, staged, block_size, dcache), axis=-1))
+
+    ks = sorted(set(PROFILE_KS) | {block_size})
+    step = timed(lambda: forward(1, False), undo)
+    verify = {k: timed(lambda k=k: forward(k, target.is_hybrid), undo) for k in ks}
+    draft_ms = timed(draft)
+    rollback_ms = median(rollbacks[1:]) * 1e3
+    model_cycle = draft_ms + verify[block_size] + rollback_ms
+    return {
+        "prompt_tokens": len(ids),
+        "block_size": block_size,
+        "reps": reps,
+        "target_step_ms": step,
+        "verify_ms": {str(k): v for k, v in verify.items()},
+        "draft_ms": draft_ms,
+        "rollback_ms": rollback_ms,
+        "rollback_keep": keep,
+        "model_cycle_ms": model_cycle,
+        "verify_cost_ratio": verify[block_size] / step,
+        # DFlash beats target-only only if tau exceeds this, even with zero host overhead
+        "break_even_tau": model_cycle / step,
+    }
+
+
+def _add_overheads(prof: dict, row: dict) -> dict:
+    """Host overhead = measured wall time per cycle - the isolated model work of one cycle."""
+    d, t = row["dflash"], row["target"]
+    prof.update({
+        "dflash_cycle_ms": d["cycle_ms"],
+        "host_overhead_ms": d["cycle_ms"] - prof["model_cycle_ms"],
+        "target_cycle_ms": t["cycle_ms"],
+        "target_host_overhead_ms": t["cycle_ms"] - prof["target_step_ms"],
+        "tau": d["tau"],
+        # speedup if the cycle cost only its model work: tau x step / model cycle
+        "model_bound_speedup": d["tau"] * prof["target_step_ms"] / prof["model_cycle_ms"],
+    })
+    return prof
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int = DEFAULT_REPEAT,
+        peer=None, with_profile: bool = False, log: Callable[[str], None] = print,
+        profile_reps: int = PROFILE_REPS) -> dict:
+    """Benchmark `pair` on `suites`; returns the JSON document's results part."""
+    from .load import encode_prompt
+
+    if cfg.mode != "dflash":
+        raise ValueError(f"bench compares DFlash with target-only; cfg.mode must be 'dflash' (got {cfg.mode!r})")
+    B = cfg.block_size or pair.drafter.block_size
+    cfg = GenerationConfig("dflash", cfg.max_tokens, B, cfg.temperature, cfg.top_p, cfg.seed).validate(
+        pair.drafter.block_size)
+    encoded = {s: [(p["id"], encode_prompt(pair.tokenizer, p["prompt"])) for p in ps] for s, ps in suites.items()}
+    first = next(iter(encoded.values()))[0][1]
+
+    log(f"warm-up ({min(cfg.max_tokens, WARMUP_TOKENS)} tokens per mode)")
+    warm = GenerationConfig("dflash", min(cfg.max_tokens, WARMUP_TOKENS), B, cfg.temperature, cfg.top_p, cfg.seed)
+    bench_prompt(pair, first, warm, 1, peer)
+
+    rows = []
+    for suite, prompts in encoded.items():
+        for i, (pid, ids) in enumerate(prompts, 1):
+            row = {"suite": suite, "id": pid, **bench_prompt(pair, ids, cfg, repeat, peer)}
+            rows.append(row)
+            log(f"[{suite} {i}/{len(prompts)}] {pid}: " + _row_line(row))
+    doc = {
+        "prompts": rows,
+        "suites": {s: aggregate([r for r in rows if r["suite"] == s]) for s in encoded},
+        "overall": aggregate(rows),
+        "profile": None,
+    }
+    if with_profile:
+        log("profiling one cycle on the first prompt")
+        doc["profile"] = _add_overheads(profile(pair, first, B, rows[0]["dflash"]["tau"], profile_reps), rows[0])
+        doc["profile"]["prompt"] = {"suite": rows[0]["suite"], "id": rows[0]["id"]}
+    return doc
+
+
+def _row_line(r: dict) -> str:
+    line = (f"target {r['target']['decode_tok_s']:.1f} tok/s, dflash {r['dflash']['decode_tok_s']:.1f} tok/s "
+            f"({_x(r['speedup'])}), tau {r['dflash']['tau']:.2f}, "
+            f"{'identical' if r['identical'] else 'DIFFERENT at ' + str(r['first_divergence'])}")
+    if r["peer"]:
+        p = r["peer"]
+        line += (f"; peer error: {p['error']}" if "error" in p else
+                 f"; zlab {p['decode_tok_s']:.1f} tok/s ({_x(p['speedup'])}), tau {p['tau']:.2f}")
+    return line
+
+
+def _x(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+# ---------------------------------------------------------------- environment
+
+
+def environment(pair, argv: list[str]) -> dict:
+    """Where and on what the numbers were measured."""
+    dev = mx.default_device()
+    backend = ("cpu" if dev.type == mx.cpu else "metal" if mx.metal.is_available()
+               else "cuda" if mx.cuda.is_available() else "gpu")
+    try:
+        info = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in mx.device_info().items()}
+    except Exception:
+        info = {}
+    name = info.get("device_name")
+    if backend == "cuda":
+        name = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]) or name
+    elif backend == "cpu":
+        name = _cpu_name() or name
+    quant = next(({"bits": m.bits, "group_size": m.group_size, "scales_dtype": _dtype_name(m.scales.dtype)}
+                  for _, m in pair.target.model.named_modules() if hasattr(m, "bits")), None)
+    import mlx_lm
+
+    repo = Path(__file__).resolve().parent.parent
+    commit = _run(["git", "-C", str(repo), "rev-parse", "HEAD"])
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m dflash bench " + shlex.join(argv),
+        "mlx": mx.__version__,
+        "mlx_lm": mlx_lm.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "backend": backend,
+        "default_device": str(dev),
+        "device_name": name,
+        "device_info": info,
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        # other processes compete for the cores: the 1/5/15-minute load averages, at start and end
+        "load_avg_start": _load_avg(),
+        "blas": _blas_libraries(),
+        "target_dtype": _dtype_name(pair.target.backbone.norm.weight.dtype),  # as load.py defines it
+        "target_quantization": quant,
+        "drafter_dtype": _dtype_name(pair.drafter.fc.weight.dtype),
+        "git_commit": commit,
+        "git_dirty": bool(_run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"]))
+        if commit else None,
+    }
+
+
+def _run(cmd: list[str]) -> Optional[str]:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _load_avg() -> Optional[list[float]]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _cpu_name() -> Optional[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _blas_libraries() -> list[str]:
+    """BLAS/LAPACK libraries MLX brought into this process (Linux: its wheel's own, or cuBLAS)."""
+    if sys.platform == "darwin":
+        return ["Accelerate"]
+    try:
+        paths = {l.split()[-1] for l in Path("/proc/self/maps").read_text().splitlines() if "/" in l}
+    except OSError:
+        return []
+    return sorted({Path(f).name for f in paths if re.search(r"blas|lapack|mkl", Path(f).name.lower())
+                   and ("mlx" in f.lower() or "cublas" in f)})
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("mlx.core.")
+
+
+# ---------------------------------------------------------------- output
+
+
+def print_table(doc: dict, file=None) -> None:
+    """Per-prompt rows, then per-suite and overall medians."""
+    file = file or sys.stdout
+    peer = any(r["peer"] for r in doc["prompts"])
+    head = (f"{'suite':<6} {'id':<14} {'ptok':>5} {'tgt t/s':>8} {'dfl t/s':>8} {'speedup':>7} {'tau':>5} "
+            f"{'acc':>4} {'same':>4} {'draft/verify/rollback ms':>24}")
+    if peer:
+        head += f" {'zlab t/s':>8} {'zlab x':>6} {'z tau':>5} {'same':>4}"
+    print(head, file=file)
+    print("-" * len(head), file=file)
+    for r in doc["prompts"]:
+        d, t = r["dflash"], r["target"]
+        line = (f"{r['suite'][:6]:<6} {r['id'][:14]:<14} {r['prompt_tokens']:>5} {t['decode_tok_s']:>8.1f} "
+                f"{d['decode_tok_s']:>8.1f} {_x(r['speedup']):>7} {d['tau']:>5.2f} {d['acceptance_rate']:>4.0%} "
+                f"{'yes' if r['identical'] else 'NO':>4} "
+                f"{d['draft_ms']:>7.1f}/{d['verify_ms']:>7.1f}/{d['rollback_ms']:>6.1f}")
+        if peer:
+            p = r["peer"] or {}
+            line += ("  peer error" if "error" in p else
+                     f" {p['decode_tok_s']:>8.1f} {_x(p['speedup']):>6} {p['tau']:>5.2f} "
+                     f"{'yes' if p['identical'] else 'NO':>4}")
+        print(line, file=file)
+    print("-" * len(head), file=file)
+    for name, a in [*doc["suites"].items(), ("all", doc["overall"])]:
+        line = (f"{name[:6]:<6} {'(median)':<14} {'':>5} {a['target_tok_s']:>8.1f} {a['dflash_tok_s']:>8.1f} "
+                f"{_x(a['speedup']):>7} {a['tau']:>5.2f} {a['acceptance_rate']:>4.0%} "
+                f"{a['identical']:>2}/{a['prompts']:<1} "
+                f"{a['draft_ms']:>7.1f}/{a['verify_ms']:>7.1f}/{a['rollback_ms']:>6.1f}")
+        if peer and a.get("peer_tok_s") is not None:
+            line += (f" {a['peer_tok_s']:>8.1f} {_x(a['peer_speedup']):>6} {a['peer_tau']:>5.2f} "
+                     f"{a.get('peer_identical', 0):>2}/{a['prompts']}")
+        print(line, file=file)
+    prof = doc.get("profile")
+    if prof:
+        v = ", ".join(f"{k}: {ms:.1f}" for k, ms in prof["verify_ms"].items())
+        print(f"\nprofile ({prof['prompt_tokens']}-token prompt, ms): target step {prof['target_step_ms']:.2f}; "
+              f"verify by k {{{v}}}; draft {prof['draft_ms']:.2f}; rollback {prof['rollback_ms']:.2f}\n"
+              f"  model work per cycle {prof['model_cycle_ms']:.1f} = {prof['break_even_tau']:.2f} target steps "
+              f"(break-even tau); measured cycle {prof['dflash_cycle_ms']:.1f} -> host overhead "
+              f"{prof['host_overhead_ms']:.1f} per cycle, {prof['target_host_overhead_ms']:.2f} per target step",
+              file=file)
+    env = doc.get("environment") or {}
+    if env:
+        q = env["target_quantization"]
+        print(f"\n{env['device_name']} ({env['backend']}, {env['default_device']}), MLX {env['mlx']}, "
+              f"target {env['target_dtype']}{' q%d' % q['bits'] if q else ''}, "
+              f"drafter {env['drafter_dtype']}, {env['cpu_count']} CPUs, BLAS {', '.join(env['blas']) or '?'}, "
+              f"load avg {env.get('load_avg_start')} -> {env.get('load_avg_end')}",
+              file=file)
+
+
+def write_plot(doc: dict, path: Path) -> Optional[Path]:
+    """Per-prompt speedup and tau as plotly HTML; None (and the JSON is enough) without plotly."""
+    try:
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+    except ImportError:
+        return None
+    rows = doc["prompts"]
+    x = [f"{r['suite']}/{r['id']}" for r in rows]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=(
+        "speedup: decode tok/s / target-only decode tok/s (same process, same prompt ids)",
+        "tau: tokens committed per verify cycle"))
+    fig.add_bar(x=x, y=[r["speedup"] for r in rows], name="DFlash (ours)", marker_color="#1f77b4",
+                text=["" if r["identical"] else "≠" for r in rows], row=1, col=1)
+    fig.add_bar(x=x, y=[r["dflash"]["tau"] for r in rows], name="DFlash tau", marker_color="#1f77b4",
+                showlegend=False, row=2, col=1)
+    if any(r["peer"] and "speedup" in r["peer"] for r in rows):
+        peer = [r["peer"] if r["peer"] and "speedup" in r["peer"] else {} for r in rows]
+        fig.add_bar(x=x, y=[p.get("speedup") for p in peer], name="z-lab dflash 0.1.0", marker_color="#ff7f0e",
+                    row=1, col=1)
+        fig.add_bar(x=x, y=[p.get("tau") for p in peer], name="z-lab tau", marker_color="#ff7f0e",
+                    showlegend=False, row=2, col=1)
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=1)
+    env = doc.get("environment") or {}
+    s = doc.get("settings") or {}
+    fig.update_layout(
+        title=(f"DFlash bench: {s.get('model')} | {env.get('device_name')} ({env.get('backend')}) | "
+               f"B={s.get('block_size')}, {s.get('max_tokens')} tokens, x{s.get('repeat')} | "
+               f"median speedup {_x(doc['overall']['speedup'])}, tau {doc['overall']['tau']:.2f}"),
+        barmode="group", height=720, legend=dict(orientation="h", y=-0.15))
+    path = Path(path)
+    fig.write_html(str(path), include_plotlyjs="cdn")
+    return path
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> int:
+    """`python -m dflash bench ...`; `load(model, draft, mode, progress)` -> Pair (tests pass their own)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog="python -m dflash bench",
+                                description="Target-only vs DFlash on the same prompts, in one process.")
+    add_model_args(p)
+    p.add_argument("--suite", choices=[*SUITES, "all"], default="all", help="prompt suite(s) in assets/bench/")
+    p.add_argument("--prompts", nargs="+", metavar="FILE.jsonl",
+                   help="benchmark these {id, prompt} JSONL files instead of --suite")
+    p.add_argument("--prompts-limit", type=int, default=None, metavar="K", help="first K prompts of each suite")
+    p.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="runs per prompt and mode (medians)")
+    p.add_argument("--peer", choices=["zlab"], default=None,
+                   help="also run z-lab's reference MLX implementation (PyPI dflash==0.1.0)")
+    p.add_argument("--profile", action="store_true", help="add a one-cycle cost breakdown (first prompt)")
+    p.add_argument("--profile-reps", type=int, default=PROFILE_REPS, help="timed repetitions per profile item")
+    p.add_argument("--out", metavar="FILE.json", help="write the JSON here and the plot next to it (FILE.html)")
+    p.add_argument("--replot", metavar="FILE.json", help="only print the table and write the plot of a saved JSON")
+    add_generation_args(p)
+    p.set_defaults(max_tokens=DEFAULT_BENCH_TOKENS)
+    a = p.parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    if a.replot:
+        doc = json.loads(Path(a.replot).read_text())
+        print_table(doc)
+        plot = write_plot(doc, Path(a.replot).with_suffix(".html"))
+        log(f"plot: {plot}" if plot else "plotly is not installed: no plot written")
+        return 0
+    try:
+        if a.repeat < 1:
+            raise ValueError(f"--repeat must be >= 1 (got {a.repeat})")
+        if a.profile_reps < 1:
+            raise ValueError(f"--profile-reps must be >= 1 (got {a.profile_reps})")
+        if a.prompts_limit is not None and a.prompts_limit < 1:
+            raise ValueError(f"--prompts-limit must be >= 1 (got {a.prompts_limit})")
+        cfg = GenerationConfig("dflash", a.max_tokens, a.block_size, a.temperature, a.top_p, a.seed).validate()
+        suites = load_suites(list(SUITES) if a.suite == "all" else [a.suite], a.prompts, a.prompts_limit)
+        if load is None:
+            from .load import load_pair as load
+        pair = load(a.model, a.draft, "dflash", progress=log)
+        peer, peer_info = None, None
+        if a.peer:
+            peer, peer_info = _load_peer(pair, log)
+        doc = {"schema": SCHEMA, "environment": environment(pair, argv)}
+        doc["settings"] = {
+            "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites),
+            "max_tokens": cfg.max_tokens, "block_size": cfg.block_size or pair.drafter.block_size,
+            "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
+            "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
+            "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",
+        }
+        doc["peer"] = peer_info
+        doc.update(run(pair, suites, cfg, a.repeat, peer, a.profile, log, a.profile_reps))
+        doc["environment"]["load_avg_end"] = _load_avg()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    doc["plot"] = None
+    if a.out:
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        plot = write_plot(doc, out.with_suffix(".html"))
+        doc["plot"] = plot.name if plot else None
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+        log(f"wrote {out}" + (f" and {plot}" if plot else " (plotly is not installed: no plot)"))
+    print_table(doc)
+    return 0
+
+
+def _load_peer(pair, log) -> tuple[object, dict]:
+    """(peer or None, the JSON's record of it: version, and why it could not run if so)."""
+    from . import peer_zlab
+    from .load import resolve
+
+    info = {"name": peer_zlab.NAME, "package": f"{peer_zlab.WHEEL_NAME}=={peer_zlab.WHEEL_VERSION}",
+            "file": peer_zlab.SOURCE_IN_WHEEL, "available": False, "error": None}
+    try:
+        draft_dir = resolve(pair.draft_id, "drafter", log) if pair.draft_id else None
+        peer = peer_zlab.load_peer(pair, draft_dir, log)
+    except Exception as e:  # offline, a family or drafter format it does not handle, ...
+        info["error"] = f"{type(e).__name__}: {e}"
+        log(f"peer zlab cannot run: {info['error']}")
+        return None, info
+    info["available"] = True
+    return peer, info

@@ -1,0 +1,142 @@
+"""`python -m dflash bench` on a tiny pair through the loader hook: JSON schema, lossless flags,
+medians, plot; the z-lab peer when its wheel can be fetched."""
+
+import json
+
+import pytest
+from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+from dflash import bench, peer_zlab
+from dflash.drafter import save_drafter
+from dflash.load import Pair
+from dflash.target import Target
+from tests.tiny import EOS, VOCAB, tiny_drafter, tiny_model
+
+
+def word_tokenizer() -> TokenizerWrapper:
+    """A real (tiny) HF tokenizer: words t0..t63 are ids 0..63; both engines can detokenize it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}", unk_token="t0")
+    return TokenizerWrapper(hf, eos_token_ids=[EOS])
+
+
+@pytest.fixture
+def setup(tmp_path):
+    drafter = tiny_drafter()
+    save_drafter(drafter, tmp_path / "drafter")
+    tokenizer = word_tokenizer()
+    models = []
+
+    def load(model, draft, mode, progress=print):
+        models.append(tiny_model("llama"))
+        return Pair(Target(models[-1], "llama", drafter.target_layer_ids), drafter, tokenizer,
+                    "tiny-llama", str(tmp_path / "drafter"))
+
+    (tmp_path / "chat.jsonl").write_text('{"id": "a", "prompt": "t5 t9 t12"}\n'
+                                         '{"id": "b", "prompt": "t7 t30 t31 t8"}\n')
+    (tmp_path / "math.jsonl").write_text('{"id": "c", "prompt": "t10 t20"}\n{"id": "d", "prompt": "t11"}\n'
+                                         '{"id": "e", "prompt": "t40 t41"}\n')
+    return tmp_path, load, models
+
+
+def run_bench(tmp_path, load, *extra):
+    out = tmp_path / "res" / "r.json"
+    argv = ["--prompts", str(tmp_path / "chat.jsonl"), str(tmp_path / "math.jsonl"), "--prompts-limit", "2",
+            "--max-tokens", "12", "--repeat", "2", "--out", str(out), *extra]
+    assert bench.main(argv, load=load) == 0
+    return json.loads(out.read_text()), out
+
+
+def test_bench_json_plot_and_profile(setup, capsys):
+    tmp_path, load, _ = setup
+    doc, out = run_bench(tmp_path, load, "--profile")
+    assert doc["schema"] == bench.SCHEMA
+    env = doc["environment"]
+    for key in ("mlx", "backend", "default_device", "device_name", "cpu_count", "blas", "target_dtype",
+                "git_commit", "date", "command"):
+        assert key in env
+    assert env["command"].startswith("python -m dflash bench --prompts")
+    assert doc["settings"]["block_size"] == 8 and doc["settings"]["repeat"] == 2
+    ids = [(r["suite"], r["id"]) for r in doc["prompts"]]
+    assert ids == [("chat", "a"), ("chat", "b"), ("math", "c"), ("math", "d")]
+    for r in doc["prompts"]:
+        assert r["identical"] and r["first_divergence"] is None
+        assert len(r["target"]["decode_tok_s_runs"]) == 2
+        assert r["speedup"] == pytest.approx(r["dflash"]["decode_tok_s"] / r["target"]["decode_tok_s"])
+        assert 1.0 <= r["dflash"]["tau"] <= 8 and r["target"]["tau"] == 1.0
+        for k in ("draft_ms", "verify_ms", "rollback_ms", "cycle_ms", "ttft_s"):
+            assert r["dflash"][k] >= 0
+    assert doc["overall"]["all_identical"] and doc["suites"]["math"]["prompts"] == 2
+    prof = doc["profile"]
+    assert set(prof["verify_ms"]) == {"1", "2", "4", "8", "16"}
+    assert prof["break_even_tau"] == pytest.approx(prof["model_cycle_ms"] / prof["target_step_ms"])
+    try:
+        import plotly  # noqa: F401
+        assert doc["plot"] == "r.html" and "plotly" in out.with_suffix(".html").read_text()
+    except ImportError:
+        assert doc["plot"] is None
+    table = capsys.readouterr().out
+    assert "(median)" in table and "profile" in table
+
+
+def test_aggregate_takes_medians_over_prompts():
+    def row(speedup, tau, ident, peer=None):
+        return {"speedup": speedup, "identical": ident, "peer": peer,
+                "target": {"decode_tok_s": 10.0, "ttft_s": 0.1, "cycle_ms": 100.0},
+                "dflash": {"decode_tok_s": 10.0 * speedup, "ttft_s": 0.2, "tau": tau, "acceptance_rate": 0.5,
+                           "draft_ms": 1.0, "verify_ms": 2.0, "rollback_ms": 0.5, "cycle_ms": 4.0}}
+
+    a = bench.aggregate([row(1.0, 2.0, True), row(3.0, 5.0, False), row(2.0, 4.0, True),
+                         row(10.0, 3.0, True, {"error": "x"})])
+    assert a["speedup"] == 2.5 and a["tau"] == 3.5 and a["dflash_tok_s"] == 25.0
+    assert (a["prompts"], a["identical"], a["all_identical"]) == (4, 3, False)
+    assert a["peer_speedup"] is None and "peer_identical" not in a
+    assert bench._medians([{"x": 3.0}, {"x": 1.0}, {"x": 2.0}]) == {"x": 2.0}
+
+
+def test_peer_failure_is_recorded_not_raised(setup):
+    tmp_path, load, _ = setup
+
+    def load_without_drafter_dir(*a, **k):
+        pair = load(*a, **k)
+        pair.draft_id = None
+        return pair
+
+    doc, _ = run_bench(tmp_path, load_without_drafter_dir, "--peer", "zlab")
+    assert doc["peer"]["available"] is False and "drafter directory" in doc["peer"]["error"]
+    assert all(r["peer"] is None and r["identical"] for r in doc["prompts"])
+
+
+def test_bad_suite_lines_are_value_errors(tmp_path):
+    (tmp_path / "x.jsonl").write_text('{"id": "a"}\n')
+    with pytest.raises(ValueError, match="prompt"):
+        bench.load_suites([], [str(tmp_path / "x.jsonl")])
+    with pytest.raises(ValueError, match="no prompt suite"):
+        bench.load_suites(["nope"])
+
+
+def _peer_fetchable() -> str:
+    try:
+        peer_zlab.fetch(progress=lambda m: None)
+        return ""
+    except Exception as e:
+        return f"z-lab peer wheel {peer_zlab.WHEEL_NAME}=={peer_zlab.WHEEL_VERSION} not fetchable (offline?): {e}"
+
+
+@pytest.mark.skipif(bool(reason := _peer_fetchable()), reason=reason or "fetchable")
+def test_peer_zlab_runs_on_the_same_pair(setup):
+    tmp_path, load, models = setup
+    doc, _ = run_bench(tmp_path, load, "--peer", "zlab")
+    assert doc["peer"]["available"] and doc["peer"]["error"] is None
+    for r in doc["prompts"]:
+        p = r["peer"]
+        assert p["identical"] and p["tau"] >= 1.0 and p["decode_tok_s"] > 0
+        assert p["speedup"] == pytest.approx(p["decode_tok_s"] / r["target"]["decode_tok_s"])
+    # the peer wraps the tapped layers in hooks; they must be gone after each run
+    assert not any(isinstance(l, peer_zlab.load_module(peer_zlab.source_path())._LayerHook)
+                   for l in models[-1].model.layers)
+    assert "_hidden_states" not in models[-1]
