@@ -1,0 +1,878 @@
+"""Training a DFlash drafter for an mlx-lm target, by self-distillation, in MLX (Metal, CUDA, CPU).
+
+    python -m dflash train --target builtin:smollm2-135m-instruct --out runs/smol
+
+1. data      the target's own greedy answers to a prompt set (chat template applied), generated in
+             batches with mlx-lm's BatchGenerator and saved as a token file (`data.npz`) that later
+             runs reuse.
+2. blocks    random anchors a inside each response. A block is [x_a, MASK x (B-1)] at positions
+             a..a+B-1; its context is the target's tapped features of positions < a. Mask slot k
+             predicts x_{a+k} (DFLASH.md §3), exactly what the engine asks of the drafter.
+3. loss      cross-entropy at slots 1..B-1 through the target's frozen embedding and head, weighted
+             w_k = exp(-(k-1)/gamma): a later slot only counts if every earlier one was accepted.
+             Each block is its own batch row; its keys are its sequence's whole context K/V with
+             positions >= a masked out (bidirectional inside the block), RoPE offsets = anchors.
+4. eval      held-out tau per category through the real engine (`dflash.engine.stream`), greedy,
+             checking that the DFlash output equals target-only decoding.
+
+Checkpoints (`OUT/checkpoint/`: weights, optimizer state, step) make runs resumable (`--resume`);
+the drafter itself is written to OUT in the HF layout of DFLASH.md §3 (`save_drafter`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Callable, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
+
+from .drafter import Drafter, DrafterArgs, default_taps, load_drafter, save_drafter
+from .registry import ASSETS
+
+DEFAULT_PROMPTS = ASSETS / "prompts" / "train.jsonl"
+DEFAULT_EVAL_PROMPTS = ASSETS / "prompts" / "eval.jsonl"
+DATA_FILE = "data.npz"
+CKPT_DIR = "checkpoint"
+LOG_FILE = "train_log.jsonl"
+SAVE_DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
+
+
+@dataclass
+class TrainConfig:
+    """One training run; `python -m dflash train --help` documents each field."""
+
+    out: str
+    layers: int = 5
+    intermediate_size: Optional[int] = None  # None: the target's
+    num_taps: int = 5
+    taps: Optional[list[int]] = None  # None: default_taps(target layers, num_taps)
+    block_size: int = 16
+    mask_token_id: Optional[int] = None  # None: choose_mask_token()
+    init: str = "random"  # or "target": copy the target's last layers
+    max_new_tokens: int = 256
+    gen_batch: int = 256
+    max_prompts: Optional[int] = None
+    seq_len: int = 512
+    batch_seqs: int = 32
+    anchors: int = 32
+    steps: int = 0  # 0: derive from train_seconds after timing the first steps
+    train_seconds: float = 600.0  # <= 0: whatever time_limit leaves
+    lr: float = 6e-4
+    min_lr_ratio: float = 0.1
+    warmup: float = 0.04  # fraction of steps
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    gamma: float = 7.0
+    val_frac: float = 0.02
+    seed: int = 0
+    save_every: int = 500
+    log_every: int = 25
+    time_limit: Optional[float] = None  # seconds since start: save and stop
+    stop_after: Optional[int] = None  # steps in this run: save and stop
+    save_dtype: str = "float16"
+    dtype: str = "float32"  # forward/backward dtype; the master weights stay float32
+    cache_features: bool = False
+    compile: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# data: the target's own greedy answers
+
+
+def read_prompts(path: str | Path) -> list[tuple[str, str]]:
+    """(category, prompt) pairs from a JSONL file of {"category", "prompt"} objects."""
+    out = []
+    for i, line in enumerate(Path(path).read_text().splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            out.append((str(obj.get("category", "default")), obj["prompt"]))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f"{path}:{i + 1}: expected a JSON object with a 'prompt'") from None
+    if not out:
+        raise ValueError(f"no prompts in {path}")
+    return out
+
+
+@dataclass
+class Dataset:
+    """Prompt + response token ids, one sequence per prompt, stored flat."""
+
+    tokens: np.ndarray  # int32 [total]
+    offsets: np.ndarray  # int64 [n + 1]
+    prompt_lens: np.ndarray  # int32 [n]
+    prompt_index: np.ndarray  # int32 [n]: line of the prompt file
+    categories: np.ndarray  # str [n]
+    meta: dict
+
+    def __len__(self) -> int:
+        return len(self.prompt_lens)
+
+    def seq(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(path.stem + ".tmp.npz")
+        np.savez(tmp, tokens=self.tokens, offsets=self.offsets, prompt_lens=self.prompt_lens,
+                 prompt_index=self.prompt_index, categories=self.categories,
+                 meta=np.array(json.dumps(self.meta)))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> "Dataset":
+        z = np.load(path)
+        return cls(z["tokens"], z["offsets"], z["prompt_lens"], z["prompt_index"],
+                   z["categories"], json.loads(str(z["meta"])))
+
+    @classmethod
+    def from_lists(cls, seqs: list[list[int]], prompt_lens, prompt_index, categories, meta) -> "Dataset":
+        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(s) for s in seqs])
+        tokens = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(offsets[-1]))
+        return cls(tokens, offsets, np.asarray(prompt_lens, np.int32),
+                   np.asarray(prompt_index, np.int32), np.asarray(categories, dtype=str), meta)
+
+
+def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
+                  max_new_tokens: int, batch_size: int, save_every_s: float = 60.0,
+                  time_limit: Optional[float] = None,
+                  progress: Callable[[str], None] = print) -> Dataset:
+    """Greedy answers of `model` to every prompt, batched; saved to `path` (partial saves resume).
+    After `time_limit` seconds it stops and returns the answers finished so far."""
+    from mlx_lm.generate import BatchGenerator
+
+    from .load import encode_prompt
+
+    meta = {"max_new_tokens": max_new_tokens, "n_prompts": len(prompts), "complete": False}
+    done: dict[int, tuple[list[int], int]] = {}
+    if path.exists():
+        old = Dataset.load(path)
+        for j, i in enumerate(old.prompt_index):
+            done[int(i)] = (old.seq(j).tolist(), int(old.prompt_lens[j]))
+        progress(f"resuming data generation: {len(done)}/{len(prompts)} answers in {path}")
+
+    def save(complete: bool) -> Dataset:
+        idx = sorted(done)
+        ds = Dataset.from_lists([done[i][0] for i in idx], [done[i][1] for i in idx], idx,
+                                [prompts[i][0] for i in idx], dict(meta, complete=complete))
+        ds.save(path)
+        return ds
+
+    todo = [i for i in range(len(prompts)) if i not in done]
+    encoded = {i: encode_prompt(tokenizer, prompts[i][1]) for i in todo}
+    gen = BatchGenerator(model, max_tokens=max_new_tokens,
+                         stop_tokens=[[t] for t in tokenizer.eos_token_ids],
+                         completion_batch_size=batch_size,
+                         prefill_batch_size=min(batch_size, 64))
+    uids = gen.insert([encoded[i] for i in todo])
+    by_uid = dict(zip(uids, todo))
+    answers: dict[int, list[int]] = {u: [] for u in uids}
+    bar = _bar(len(todo), "generating")
+    t_save, n_tok, t0 = time.perf_counter(), 0, time.perf_counter()
+    while responses := gen.next_generated():
+        for r in responses:
+            answers[r.uid].append(r.token)  # the stop token too: the target's own next token
+            n_tok += 1
+            if r.finish_reason is not None:
+                i = by_uid[r.uid]
+                done[i] = (encoded[i] + answers.pop(r.uid), len(encoded[i]))
+                bar.update(1)
+        if time.perf_counter() - t_save > save_every_s:
+            save(False)
+            t_save = time.perf_counter()
+        if time_limit and time.perf_counter() - t0 > time_limit:
+            progress(f"\ngeneration stopped at its time limit: {len(done)}/{len(prompts)} answers")
+            break
+        bar.set_postfix_str(f"{n_tok / (time.perf_counter() - t0):.0f} tok/s", refresh=False)
+    bar.close()
+    gen.close()
+    return save(not answers)
+
+
+# ---------------------------------------------------------------------------------------------
+# the drafter for a target
+
+
+def _target_args(target):
+    return getattr(target.model, "language_model", target.model).args
+
+
+def choose_mask_token(tokenizer, vocab_size: int) -> int:
+    """An id the target never sees in text: the first embedding row past the tokenizer's vocabulary
+    (z-lab's choice for Qwen3), else the last special token that is not bos/eos/pad/unk and does
+    not occur in the chat template."""
+    hf = getattr(tokenizer, "_tokenizer", tokenizer)
+    n = len(hf) if hasattr(hf, "__len__") else vocab_size
+    if n < vocab_size:
+        return n
+    used = {getattr(hf, f"{k}_token_id", None) for k in ("bos", "eos", "pad", "unk")}
+    used |= set(getattr(tokenizer, "eos_token_ids", ()))
+    template = str(getattr(hf, "chat_template", "") or "")
+    added = getattr(hf, "added_tokens_decoder", {}) or {}
+    for tid in sorted(added, reverse=True):
+        tok = added[tid]
+        if getattr(tok, "special", False) and tid not in used and str(tok) not in template:
+            return int(tid)
+    raise ValueError("cannot find an unused special token for the mask; pass --mask-token-id")
+
+
+def drafter_args_for(target, tokenizer, cfg: TrainConfig) -> DrafterArgs:
+    a = _target_args(target)
+    heads = a.num_attention_heads
+    rope = getattr(a, "rope_parameters", None) or {}
+    return DrafterArgs(
+        hidden_size=target.hidden_size,
+        intermediate_size=cfg.intermediate_size or a.intermediate_size,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=heads,
+        num_key_value_heads=getattr(a, "num_key_value_heads", None) or heads,
+        vocab_size=target.vocab_size,
+        num_target_layers=target.num_layers,
+        mask_token_id=cfg.mask_token_id if cfg.mask_token_id is not None
+        else choose_mask_token(tokenizer, target.vocab_size),
+        target_layer_ids=list(cfg.taps or default_taps(target.num_layers, cfg.num_taps)),
+        block_size=cfg.block_size,
+        head_dim=getattr(a, "head_dim", None) or target.hidden_size // heads,
+        rms_norm_eps=getattr(a, "rms_norm_eps", 1e-6),
+        rope_theta=getattr(a, "rope_theta", None) or rope.get("rope_theta", 10000.0),
+        max_position_embeddings=target.max_context or 40960,
+    )
+
+
+def _dense(linear) -> mx.array:
+    """The float weight of a Linear/Embedding, dequantized if need be."""
+    if isinstance(linear, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+        return mx.dequantize(linear.weight, linear.scales, linear.get("biases"),
+                             group_size=linear.group_size, bits=linear.bits,
+                             mode=getattr(linear, "mode", "affine"))
+    return linear.weight
+
+
+def init_from_target(drafter: Drafter, target) -> list[int]:
+    """Copy the target's last full-attention layers (dequantized) into the drafter's layers, where
+    the shapes agree; q_norm/k_norm stay at one. Returns the source layer ids."""
+    full = [i for i, l in enumerate(target.layers) if hasattr(l, "self_attn")]
+    src = full[-len(drafter.layers):]
+    for d, i in zip(drafter.layers, src):
+        t = target.layers[i]
+        pairs = [(d.self_attn.q_proj, t.self_attn.q_proj), (d.self_attn.k_proj, t.self_attn.k_proj),
+                 (d.self_attn.v_proj, t.self_attn.v_proj), (d.self_attn.o_proj, t.self_attn.o_proj),
+                 (d.mlp.gate_proj, t.mlp.gate_proj), (d.mlp.up_proj, t.mlp.up_proj),
+                 (d.mlp.down_proj, t.mlp.down_proj)]
+        for dst, s in pairs:
+            w = _dense(s)
+            if w.shape == dst.weight.shape:
+                dst.weight = w.astype(dst.weight.dtype)
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            w = getattr(t, norm).weight
+            if w.shape == getattr(d, norm).weight.shape:
+                getattr(d, norm).weight = w.astype(mx.float32)
+    return src
+
+
+def target_features(target, ids: mx.array) -> mx.array:
+    """The tapped layer outputs [S, L, n_taps*H] of a causal pass over ids [S, L] (no cache); the
+    layers after the last tap and the head are skipped."""
+    from mlx_lm.models.base import create_attention_mask
+
+    h = target.embed(ids)
+    mask = create_attention_mask(h, None)
+    taps = {}
+    for i, layer in enumerate(target.layers[: max(target.tap_ids) + 1]):
+        h = layer(h, None if getattr(layer, "is_linear", False) else mask, None)
+        if i in target.tap_ids:
+            taps[i] = h
+    return mx.stop_gradient(mx.concatenate([taps[t] for t in target.tap_ids], -1))
+
+
+# ---------------------------------------------------------------------------------------------
+# blocks and the loss
+
+
+def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: int, B: int,
+                  n_anchors: int, mask_id: int, pad_id: int) -> dict[str, np.ndarray]:
+    """Fixed-shape arrays for `seqs`: ids [S, L] and n_anchors blocks per sequence."""
+    S = len(seqs)
+    ids = np.full((S, L + B), pad_id, dtype=np.int32)  # + B: labels past the end read padding
+    lens = np.zeros(S, dtype=np.int64)
+    anchors = np.zeros((S, n_anchors), dtype=np.int64)
+    for r, i in enumerate(seqs):
+        s = ds.seq(i)[:L]
+        ids[r, : len(s)] = s
+        lens[r] = len(s)
+        lo, hi = int(ds.prompt_lens[i]), len(s) - 2  # the staged token a: a prompt position
+        if hi < lo:  # no room for even one prediction (should not happen after filtering)
+            lo = hi = max(len(s) - 2, 0)
+        n = hi - lo + 1
+        anchors[r] = lo + (rng.choice(n, n_anchors, replace=False) if n >= n_anchors
+                           else rng.integers(0, n, n_anchors))
+    rows = np.repeat(np.arange(S), n_anchors)
+    a = anchors.reshape(-1)
+    pos = a[:, None] + np.arange(B)[None]  # [R, B] absolute positions of the block
+    block = ids[rows[:, None], pos]
+    labels = block[:, 1:].copy()
+    valid = pos[:, 1:] < lens[rows][:, None]
+    block[:, 1:] = mask_id
+    return {"ids": ids[:, :L], "block": block, "labels": labels, "valid": valid.astype(np.float32),
+            "anchors": a.astype(np.int32), "rows": rows.astype(np.int32)}
+
+
+class FrozenIO:
+    """The target's embedding and head as dense matrices in the training dtype (frozen): the
+    drafter reads its block through the first and its logits through the second."""
+
+    def __init__(self, target, dtype=mx.float32):
+        bb = target.backbone
+        self.embed_w = _dense(bb.embed_tokens).astype(dtype)
+        self.head_w = self.embed_w if target.head is None else _dense(target.head).astype(dtype)
+        mx.eval(self.embed_w, self.head_w)
+
+    def embed(self, ids: mx.array) -> mx.array:
+        return self.embed_w[ids]
+
+    def logits(self, h: mx.array) -> mx.array:
+        return h @ self.head_w.T
+
+
+def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.array,
+                    anchors: mx.array, rows: mx.array) -> mx.array:
+    """Block hidden states [R, B, H]: row r is a block at position anchors[r] of sequence rows[r],
+    seeing that sequence's context at positions < anchors[r] (as the engine's cache would)."""
+    L = feats.shape[1]
+    ctx = drafter.project(feats)
+    h = io.embed(block).astype(drafter.fc.weight.dtype)
+    seen = mx.arange(L)[None] < anchors[:, None]
+    mask = mx.concatenate([seen, mx.ones((len(anchors), block.shape[1]), dtype=mx.bool_)], 1)
+    mask = mask[:, None, None, :]
+    for layer in drafter.layers:
+        k, v = layer.self_attn.kv(ctx, 0)
+        h = layer(h, k[rows], v[rows], anchors, mask)
+    return drafter.norm(h)
+
+
+def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights):
+    """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums."""
+    h = drafter_forward(drafter, io, feats, block, anchors, rows)
+    logits = io.logits(h[:, 1:]).astype(mx.float32)
+    ce = nn.losses.cross_entropy(logits, labels, reduction="none")
+    w = weights[None] * valid
+    loss = (ce * w).sum() / mx.maximum(w.sum(), 1e-6)
+    correct = (mx.argmax(logits, -1) == labels) * valid
+    accepted = mx.cumprod(correct, axis=1)
+    return loss, (correct.sum(0), accepted.sum(0), valid.sum(0))
+
+
+def position_weights(B: int, gamma: float) -> mx.array:
+    return mx.exp(-mx.arange(B - 1, dtype=mx.float32) / gamma)
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+
+
+def save_checkpoint(out: Path, drafter: Drafter, opt, step: int, total: int, extra: dict) -> None:
+    d = out / CKPT_DIR
+    tmp = out / (CKPT_DIR + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(tmp / "weights.safetensors"), dict(tree_flatten(drafter.parameters())))
+    mx.save_safetensors(str(tmp / "optimizer.safetensors"), dict(tree_flatten(opt.state)))
+    (tmp / "config.json").write_text(json.dumps(drafter.args.to_config(), indent=2))
+    (tmp / "state.json").write_text(json.dumps({"step": step, "total_steps": total, **extra}, indent=2))
+    if d.exists():
+        import shutil
+
+        shutil.rmtree(d)
+    tmp.replace(d)
+
+
+def load_checkpoint(out: Path):
+    """(drafter fp32, optimizer state tree, state dict) from OUT/checkpoint."""
+    d = out / CKPT_DIR
+    if not (d / "state.json").exists():
+        raise ValueError(f"--resume: no checkpoint in {d}")
+    drafter = Drafter(DrafterArgs.from_config(json.loads((d / "config.json").read_text())))
+    drafter.load_weights(str(d / "weights.safetensors"))
+    opt_state = tree_unflatten(list(mx.load(str(d / "optimizer.safetensors")).items()))
+    return drafter, opt_state, json.loads((d / "state.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# the training loop
+
+
+class _Log:
+    def __init__(self, path: Path):
+        self.f = open(path, "a")
+
+    def __call__(self, **rec):
+        self.f.write(json.dumps(rec) + "\n")
+        self.f.flush()
+
+
+def _bar(total: int, desc: str, initial: int = 0):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, initial=initial, dynamic_ncols=True, mininterval=2.0)
+    except ImportError:
+        return _Line(total, desc, initial)
+
+
+class _Line:
+    """tqdm's surface, printing one line now and then."""
+
+    def __init__(self, total, desc, initial=0):
+        self.n, self.total, self.desc, self.post, self.t = initial, total, desc, "", 0.0
+
+    def update(self, k=1):
+        self.n += k
+        if time.perf_counter() - self.t > 10 or self.n == self.total:
+            self.t = time.perf_counter()
+            print(f"{self.desc}: {self.n}/{self.total} {self.post}", flush=True)
+
+    def set_postfix_str(self, s, refresh=False):
+        self.post = s
+
+    def close(self):
+        pass
+
+
+def _split(ds: Dataset, val_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.flatnonzero(ds.lengths - ds.prompt_lens >= 2)
+    perm = np.random.default_rng(seed).permutation(ok)
+    n_val = int(round(len(perm) * val_frac)) if len(perm) > 1 else 0
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
+    """Linear warm-up over `warmup` of the steps, then cosine decay to lr * min_lr_ratio."""
+    if total <= 0:  # still timing the first steps
+        return cfg.lr * 0.01
+    warm = max(1, int(cfg.warmup * total))
+    if step < warm:
+        return cfg.lr * (0.01 + 0.99 * step / warm)
+    t = min(1.0, (step - warm) / max(1, total - warm))
+    lo = cfg.lr * cfg.min_lr_ratio
+    return lo + (cfg.lr - lo) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+class Features:
+    """The target's tapped features of sequences, computed per batch or (cache=True) once for the
+    whole data set and kept on the device in float16 (the dtype the engine's drafter reads)."""
+
+    def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress):
+        self.target, self.cached = target, None
+        if cache:
+            n, parts, bar = len(ds), [], _bar(len(ds), "features")
+            for s in range(0, n, S):
+                idx = np.arange(s, s + S) % n  # fixed shape: the last batch wraps around
+                parts.append(target_features(target, mx.array(_pad(ds, idx, L, pad_id)))
+                             [: min(S, n - s)].astype(mx.float16))
+                mx.eval(parts[-1])
+                bar.update(min(S, n - s))
+            bar.close()
+            self.cached = mx.concatenate(parts)
+            mx.eval(self.cached)
+            progress(f"cached features: {self.cached.shape}, {self.cached.nbytes / 2**30:.1f} GiB")
+
+    def __call__(self, seqs: np.ndarray, ids: np.ndarray) -> mx.array:
+        if self.cached is not None:
+            return self.cached[mx.array(seqs)]
+        return target_features(self.target, mx.array(ids))
+
+
+def _pad(ds: Dataset, seqs, L: int, pad_id: int) -> np.ndarray:
+    ids = np.full((len(seqs), L), pad_id, dtype=np.int32)
+    for r, i in enumerate(seqs):
+        s = ds.seq(i)[:L]
+        ids[r, : len(s)] = s
+    return ids
+
+
+def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
+    """(fp32 drafter, AdamW, step, total steps, seconds trained) - fresh or from the checkpoint."""
+    opt = optim.AdamW(learning_rate=cfg.lr, betas=[0.9, 0.95], weight_decay=cfg.weight_decay)
+    if resume:
+        drafter, opt_state, meta = load_checkpoint(Path(cfg.out))
+        step, total, t_train = meta["step"], meta["total_steps"], meta.get("train_seconds", 0.0)
+        if cfg.steps and cfg.steps != total:
+            progress(f"--steps {cfg.steps}: the schedule now ends at step {cfg.steps}, not {total}")
+            total = cfg.steps
+        opt.state = opt_state
+        progress(f"resumed at step {step}/{total or '?'}")
+    else:
+        mx.random.seed(cfg.seed)
+        drafter = Drafter(drafter_args_for(target, tokenizer, cfg))
+        drafter.set_dtype(mx.float32)
+        if cfg.init == "target":
+            src = init_from_target(drafter, target)
+            progress(f"drafter layers initialised from target layers {src}")
+        drafter.norm.weight = target.backbone.norm.weight.astype(mx.float32)
+        step, total, t_train = 0, cfg.steps, 0.0
+    opt.init(drafter.trainable_parameters())
+    return drafter, opt, step, total, t_train
+
+
+def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype):
+    """(step, evaluate, state): one AdamW step on fp32 master weights, with the forward and
+    backward passes run by a copy of the drafter in `dtype` when that is not float32."""
+    work = master
+    if dtype != mx.float32:
+        work = Drafter(master.args)
+        work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
+    weights = position_weights(master.block_size, cfg.gamma)
+
+    def loss_of(model, *batch):
+        return block_loss(model, io, *batch, weights=weights)
+
+    loss_and_grad = nn.value_and_grad(work, loss_of)
+    state = [master.state, opt.state] + ([work.state] if work is not master else [])
+
+    def step_fn(*batch):
+        (loss, aux), grads = loss_and_grad(work, *batch)
+        grads = tree_map(lambda g: g.astype(mx.float32), grads)
+        grads, gnorm = optim.clip_grad_norm(grads, cfg.clip)
+        opt.update(master, grads)
+        if work is not master:
+            work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
+        return loss, aux, gnorm
+
+    def eval_fn(*batch):
+        return loss_of(work, *batch)
+
+    if cfg.compile:
+        return (mx.compile(step_fn, inputs=state, outputs=state),
+                mx.compile(eval_fn, inputs=state), state)
+    return step_fn, eval_fn, state
+
+
+def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
+          progress: Callable[[str], None] = print) -> Drafter:
+    """Train (or continue training) a drafter for `target` on `ds`; returns it (float32).
+
+    Writes OUT/checkpoint/ every `save_every` steps and at the end, OUT/train_log.jsonl, and the
+    drafter (config.json + model.safetensors in `save_dtype`) in OUT.
+    """
+    t_start = time.perf_counter()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    drafter, opt, step, total, t_train = _start(target, tokenizer, cfg, resume, progress)
+    args = drafter.args
+    target.tap_ids = list(args.target_layer_ids)
+    B = args.block_size
+    train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed)
+    L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
+    S = min(cfg.batch_seqs, len(train_ids))
+    pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
+    n_params = sum(v.size for _, v in tree_flatten(drafter.parameters()))
+    progress(f"drafter: {args.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
+             f"{args.target_layer_ids}, mask id {args.mask_token_id}, block {B}; data: "
+             f"{len(train_ids)} train / {len(val_ids)} val sequences, "
+             f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {S} sequences "
+             f"x {cfg.anchors} blocks, seq_len {L}, {cfg.dtype}")
+
+    dtype = SAVE_DTYPES[cfg.dtype]
+    io = FrozenIO(target, dtype)
+    step_fn, eval_fn, state = _step_functions(drafter, opt, io, cfg, dtype)
+    features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
+
+    def batch_for(seqs, rng):
+        b = sample_blocks(ds, seqs, rng, L, B, cfg.anchors, args.mask_token_id, pad_id)
+        return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in
+                                              ("block", "labels", "valid", "anchors", "rows")]
+
+    val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
+
+    def validate():
+        rng, tot, losses = np.random.default_rng(cfg.seed + 1), np.zeros((3, B - 1)), []
+        for seqs in val_batches:
+            loss, aux = eval_fn(*batch_for(seqs, rng))
+            losses.append(loss.item())
+            tot += np.array([a.tolist() for a in aux])
+        return _metrics(float(np.mean(losses)), tot)
+
+    log = _Log(out / LOG_FILE)
+    run_info = {"data": ds.meta, "config": {k: v for k, v in asdict(cfg).items() if k != "extra"}}
+
+    def save():
+        save_checkpoint(out, drafter, opt, step, total, dict(run_info, train_seconds=t_train))
+        save_drafter(drafter, out, dtype=SAVE_DTYPES[cfg.save_dtype])
+
+    per_epoch = max(1, len(train_ids) // S)
+    bar = _bar(total, "training", initial=step)
+    sums, loss_sum, n_sum, timing = np.zeros((3, B - 1)), 0.0, 0, []
+    stopped, first = False, step
+    while total == 0 or step < total:
+        if (cfg.time_limit and time.perf_counter() - t_start > cfg.time_limit) or \
+                (cfg.stop_after and step - first >= cfg.stop_after):
+            stopped = True
+            break
+        e, k = divmod(step, per_epoch)
+        seqs = np.random.default_rng([cfg.seed, e]).permutation(train_ids)[k * S : (k + 1) * S]
+        t0 = time.perf_counter()
+        opt.learning_rate = lr_at(cfg, step, total)
+        loss, aux, gnorm = step_fn(*batch_for(seqs, np.random.default_rng([cfg.seed, 1, step])))
+        mx.eval(loss, aux, gnorm, state)
+        dt = time.perf_counter() - t0
+        t_train += dt
+        step += 1
+        loss_sum += loss.item()
+        sums += np.array([a.tolist() for a in aux])
+        n_sum += 1
+        bar.update(1)
+        if total == 0:
+            timing.append(dt)
+            if len(timing) == 13:  # the first steps compile; time the next ten
+                per_step = float(np.median(timing[3:]))
+                if cfg.train_seconds > 0:
+                    total = max(step + 1, int(cfg.train_seconds / per_step))
+                elif cfg.time_limit:  # up to the limit, less time for validations and saves
+                    left = cfg.time_limit - (time.perf_counter() - t_start) - 20
+                    total = step + max(1, int(left / per_step / 1.03))
+                else:
+                    raise ValueError("--steps 0 needs --train-seconds > 0 or a --time-limit")
+                progress(f"\n{per_step * 1e3:.0f} ms/step -> {total} steps")
+                bar.total = total
+        if step % cfg.log_every == 0 or step == total:
+            m = _metrics(loss_sum / n_sum, sums)
+            lr = opt.learning_rate.item()
+            bar.set_postfix_str(f"loss {m['loss']:.3f} tau~{m['tau_est']:.2f} lr {lr:.1e}", refresh=False)
+            log(step=step, lr=lr, grad_norm=gnorm.item(), sec_per_step=dt, elapsed=t_train, **m)
+            sums, loss_sum, n_sum = np.zeros((3, B - 1)), 0.0, 0
+        if step % cfg.save_every == 0 or step == total:
+            if val_batches:
+                v = validate()
+                log(step=step, split="val", **v)
+                progress(f"\nstep {step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
+                         f"acc {' '.join(f'{x:.2f}' for x in v['acc'])}")
+            save()
+    bar.close()
+    save()
+    progress(f"{'stopped' if stopped else 'done'} at step {step}/{total}; "
+             f"{t_train:.0f}s of training steps; drafter written to {out}")
+    return drafter
+
+
+def _metrics(loss: float, sums: np.ndarray) -> dict:
+    correct, accepted, valid = sums
+    n = np.maximum(valid, 1)
+    return {"loss": float(loss), "acc": (correct / n).round(4).tolist(),
+            "accept": (accepted / n).round(4).tolist(),
+            "tau_est": float(1 + (accepted / max(valid[0], 1)).sum())}
+
+
+# ---------------------------------------------------------------------------------------------
+# held-out evaluation through the real engine
+
+
+def evaluate(pair, prompts: list[tuple[str, str]], max_tokens: int,
+             progress: Callable[[str], None] = print) -> dict:
+    """Greedy DFlash vs target-only on each prompt: tau per category (committed tokens / verify
+    cycles, pooled over the category's prompts), identity of the outputs, and the drafter's cost
+    per cycle relative to one target decode step."""
+    from .config import GenerationConfig
+    from .engine import stream
+    from .load import encode_prompt
+
+    rows = []
+    bar = _bar(len(prompts), "evaluating")
+    for cat, text in prompts:
+        ids = encode_prompt(pair.tokenizer, text)
+        res = {}
+        for mode in ("dflash", "target"):
+            *_, summary = stream(pair, ids, GenerationConfig(mode=mode, max_tokens=max_tokens))
+            res[mode] = summary
+        d, t = res["dflash"], res["target"]
+        rows.append({"category": cat, "cycles": d.cycles, "accepted": sum(d.acceptance_lengths),
+                     "tokens": d.tokens, "identical": d.token_ids == t.token_ids,
+                     "draft_s": d.draft_s, "verify_s": d.verify_s, "target_cycles": t.cycles,
+                     "target_step_s": t.verify_s, "lengths": list(d.acceptance_lengths)})
+        bar.update(1)
+        bar.set_postfix_str(f"tau {d.tau:.2f}", refresh=False)
+    bar.close()
+
+    def pool(rs):
+        cyc = sum(r["cycles"] for r in rs)
+        acc = sum(r["accepted"] for r in rs)
+        lengths = [a for r in rs for a in r["lengths"]]
+        B = pair.drafter.block_size
+        return {"prompts": len(rs), "cycles": cyc, "tokens": sum(r["tokens"] for r in rs),
+                "tau": 1 + acc / cyc if cyc else 0.0,
+                "mean_prompt_tau": float(np.mean([1 + r["accepted"] / r["cycles"]
+                                                  for r in rs if r["cycles"]] or [0.0])),
+                "per_position": [round(sum(a > i for a in lengths) / max(len(lengths), 1), 4)
+                                 for i in range(B - 1)],
+                "identical": sum(r["identical"] for r in rs)}
+
+    cats = sorted({r["category"] for r in rows})
+    draft_per_cycle = sum(r["draft_s"] for r in rows) / max(sum(r["cycles"] for r in rows), 1)
+    verify_per_cycle = sum(r["verify_s"] for r in rows) / max(sum(r["cycles"] for r in rows), 1)
+    step = sum(r["target_step_s"] for r in rows) / max(sum(r["target_cycles"] for r in rows), 1)
+    return {"max_tokens": max_tokens, "block_size": pair.drafter.block_size,
+            "overall": pool(rows), "categories": {c: pool([r for r in rows if r["category"] == c])
+                                                  for c in cats},
+            "draft_s_per_cycle": draft_per_cycle, "verify_s_per_cycle": verify_per_cycle,
+            "target_step_s": step, "draft_cost_vs_target_step": draft_per_cycle / step if step else None,
+            "verify_cost_vs_target_step": verify_per_cycle / step if step else None}
+
+
+def format_eval(res: dict) -> str:
+    lines = [f"{'category':<14}{'prompts':>8}{'cycles':>8}{'tokens':>8}{'tau':>7}{'identical':>11}"]
+    for name, p in list(res["categories"].items()) + [("overall", res["overall"])]:
+        lines.append(f"{name:<14}{p['prompts']:>8}{p['cycles']:>8}{p['tokens']:>8}{p['tau']:>7.2f}"
+                     f"{p['identical']:>8}/{p['prompts']}")
+    if res["draft_cost_vs_target_step"] is not None:
+        lines.append(f"draft pass {res['draft_s_per_cycle'] * 1e3:.1f} ms, verify "
+                     f"{res['verify_s_per_cycle'] * 1e3:.1f} ms, target step "
+                     f"{res['target_step_s'] * 1e3:.1f} ms: draft = "
+                     f"{res['draft_cost_vs_target_step']:.2f} target steps")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    c = TrainConfig(out="")
+    p = argparse.ArgumentParser(
+        prog="python -m dflash train",
+        description="Train a DFlash drafter for an mlx-lm target by self-distillation, or (--eval) "
+                    "measure a drafter's held-out tau through the engine.")
+    p.add_argument("--target", default=None,
+                   help="target model: directory, Hub id or builtin:smollm2-135m-instruct (default)")
+    p.add_argument("--out", required=True, help="run directory: data, checkpoint, log, drafter")
+    p.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="training prompts (JSONL)")
+    p.add_argument("--data", default=None, help=f"token file (default OUT/{DATA_FILE}); reused if complete")
+    p.add_argument("--generate-only", action="store_true", help="stop after writing the data")
+    p.add_argument("--max-prompts", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=int, default=c.max_new_tokens)
+    p.add_argument("--gen-batch", type=int, default=c.gen_batch, help="sequences generated at once")
+    p.add_argument("--gen-time-limit", type=float, default=None,
+                   help="stop generating after this many seconds and train on what is there")
+    g = p.add_argument_group("drafter")
+    g.add_argument("--layers", type=int, default=c.layers)
+    g.add_argument("--intermediate-size", type=int, default=None, help="default: the target's")
+    g.add_argument("--num-taps", type=int, default=c.num_taps)
+    g.add_argument("--taps", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                   help="comma-separated target layer ids (default: spread evenly)")
+    g.add_argument("--block-size", type=int, default=c.block_size)
+    g.add_argument("--mask-token-id", type=int, default=None, help="default: an unused special token")
+    g.add_argument("--init", choices=("target", "random"), default=c.init)
+    t = p.add_argument_group("training")
+    t.add_argument("--steps", type=int, default=c.steps, help="0: as many as fit in --train-seconds")
+    t.add_argument("--train-seconds", type=float, default=c.train_seconds,
+                   help="with --steps 0: the step count that fits this long (<= 0: up to --time-limit)")
+    t.add_argument("--time-limit", type=float, default=None,
+                   help="save and stop this many seconds after the command started")
+    t.add_argument("--stop-after", type=int, default=None, help="save and stop after this many steps")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint (its schedule, unless --steps is given)")
+    t.add_argument("--seq-len", type=int, default=c.seq_len)
+    t.add_argument("--batch-seqs", type=int, default=c.batch_seqs, help="sequences per step")
+    t.add_argument("--anchors", type=int, default=c.anchors, help="blocks per sequence per step")
+    t.add_argument("--lr", type=float, default=c.lr)
+    t.add_argument("--min-lr-ratio", type=float, default=c.min_lr_ratio)
+    t.add_argument("--warmup", type=float, default=c.warmup, help="fraction of the steps")
+    t.add_argument("--weight-decay", type=float, default=c.weight_decay)
+    t.add_argument("--clip", type=float, default=c.clip)
+    t.add_argument("--gamma", type=float, default=c.gamma, help="slot k weighs exp(-(k-1)/gamma)")
+    t.add_argument("--val-frac", type=float, default=c.val_frac)
+    t.add_argument("--seed", type=int, default=c.seed)
+    t.add_argument("--save-every", type=int, default=c.save_every)
+    t.add_argument("--log-every", type=int, default=c.log_every)
+    t.add_argument("--save-dtype", choices=tuple(SAVE_DTYPES), default=c.save_dtype)
+    t.add_argument("--dtype", choices=tuple(SAVE_DTYPES), default=c.dtype,
+                   help="forward/backward dtype (master weights and optimizer stay float32)")
+    t.add_argument("--cache-features", action="store_true",
+                   help="compute the target's features once for all data and keep them on the device")
+    t.add_argument("--no-compile", dest="compile", action="store_false")
+    e = p.add_argument_group("evaluation")
+    e.add_argument("--eval", nargs="?", const=str(DEFAULT_EVAL_PROMPTS), default=None, metavar="PROMPTS",
+                   help="evaluate the drafter in OUT (or --draft) on PROMPTS instead of training")
+    e.add_argument("--draft", default=None, help="drafter to evaluate (default OUT)")
+    e.add_argument("--eval-max-tokens", type=int, default=128)
+    e.add_argument("--eval-limit", type=int, default=None, help="prompts per category")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    t_main = time.perf_counter()
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    say = lambda s: print(s, file=sys.stderr, flush=True)
+    if args.eval is not None:
+        from .load import load_pair
+
+        pair = load_pair(args.target, args.draft or str(out), progress=say)
+        prompts = read_prompts(args.eval)
+        if args.eval_limit:
+            seen: dict[str, int] = {}
+            prompts = [(c, p) for c, p in prompts if (seen := {**seen, c: seen.get(c, 0) + 1})[c] <= args.eval_limit]
+        train_file = Path(args.prompts)
+        if train_file.exists():
+            overlap = {p for _, p in prompts} & {p for _, p in read_prompts(train_file)}
+            if overlap:
+                say(f"warning: {len(overlap)} eval prompts also occur in {train_file}")
+        res = evaluate(pair, prompts, args.eval_max_tokens, progress=say)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "eval.json").write_text(json.dumps(res, indent=2) + "\n")
+        print(format_eval(res))
+        return 0
+
+    from .load import load_target
+    from .registry import BUILTIN_TARGET
+    from .target import Target
+
+    lm, tokenizer, model_type = load_target(args.target or BUILTIN_TARGET, progress=say)
+    target = Target(lm, model_type, [])
+    data = Path(args.data) if args.data else out / DATA_FILE
+    out.mkdir(parents=True, exist_ok=True)
+    ds = Dataset.load(data) if data.exists() else None
+    if ds is None or not (ds.meta.get("complete") or args.resume):
+        prompts = read_prompts(args.prompts)
+        rng = np.random.default_rng(args.seed)
+        prompts = [prompts[i] for i in rng.permutation(len(prompts))][: args.max_prompts]
+        t0 = time.perf_counter()
+        ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
+                           time_limit=args.gen_time_limit, progress=say)
+        n_resp = int(ds.lengths.sum() - ds.prompt_lens.sum())
+        say(f"data: {len(ds)} answers, {n_resp} response tokens in {time.perf_counter() - t0:.0f}s -> {data}")
+    if args.generate_only:
+        return 0
+    cfg = TrainConfig(
+        out=str(out), layers=args.layers, intermediate_size=args.intermediate_size,
+        num_taps=args.num_taps, taps=args.taps, block_size=args.block_size,
+        mask_token_id=args.mask_token_id, init=args.init, max_new_tokens=args.max_new_tokens,
+        gen_batch=args.gen_batch, max_prompts=args.max_prompts, seq_len=args.seq_len,
+        batch_seqs=args.batch_seqs, anchors=args.anchors, steps=args.steps,
+        train_seconds=args.train_seconds, lr=args.lr, min_lr_ratio=args.min_lr_ratio,
+        warmup=args.warmup, weight_decay=args.weight_decay, clip=args.clip, gamma=args.gamma,
+        val_frac=args.val_frac, seed=args.seed, save_every=args.save_every,
+        log_every=args.log_every,
+        time_limit=args.time_limit and args.time_limit - (time.perf_counter() - t_main), stop_after=args.stop_after, save_dtype=args.save_dtype, dtype=args.dtype,
+        cache_features=args.cache_features,
+        compile=args.compile)
+    train(target, tokenizer, ds, cfg, resume=args.resume, progress=say)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

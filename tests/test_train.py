@@ -1,0 +1,128 @@
+"""dflash.train on a tiny random target: data generation, blocks that match the engine's view,
+a few steps that lower the loss, a checkpoint that loads and runs in the engine, resume."""
+
+import json
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from dflash import train as T
+from dflash.config import GenerationConfig
+from dflash.drafter import load_drafter
+from dflash.engine import stream
+from dflash.load import Pair
+from dflash.target import Target
+from tests.tiny import VOCAB, FakeTokenizer, tiny_model
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("train")
+    model = tiny_model("llama")
+    tok = FakeTokenizer()
+    prompts = [("a", "hello there"), ("b", "what is up"), ("a", "tell me more"), ("b", "x"),
+               ("a", "abc def"), ("b", "qrs tuv wxy"), ("a", "one two"), ("b", "zzz")] * 2
+    ds = T.generate_data(model, tok, prompts, tmp / "data.npz", max_new_tokens=24, batch_size=8,
+                         progress=lambda s: None)
+    return tmp, model, tok, ds
+
+
+def cfg_for(out, **kw):
+    base = dict(out=str(out), layers=2, intermediate_size=64, taps=[0, 2], block_size=8,
+                mask_token_id=VOCAB - 1, init="random", batch_seqs=4, anchors=4, steps=30,
+                lr=3e-3, warmup=0.1, val_frac=0.25, save_every=15, log_every=5, compile=False)
+    return T.TrainConfig(**{**base, **kw})
+
+
+def test_data_is_prompt_plus_greedy_answer(setup):
+    tmp, model, tok, ds = setup
+    assert len(ds) == 16 and ds.meta["complete"]
+    again = T.Dataset.load(tmp / "data.npz")
+    np.testing.assert_array_equal(again.tokens, ds.tokens)
+    prompt, answer = ds.seq(0)[: ds.prompt_lens[0]], ds.seq(0)[ds.prompt_lens[0] :]
+    assert list(prompt) == tok.encode("hello there")  # sorted by prompt line; no chat template
+    pair = Pair(Target(model, "llama", []), None, tok, "tiny", None)
+    *_, t = stream(pair, prompt.tolist(), GenerationConfig(mode="target", max_tokens=24))
+    assert list(answer[:8]) == list(t.token_ids[:8])  # the target's own greedy answer
+    assert (ds.lengths > ds.prompt_lens).all()
+
+
+def test_training_forward_matches_the_engine_view(setup):
+    """A training row (anchor a, context < a) gives the same logits as the engine's drafter
+    after prefilling the first a tokens."""
+    _, model, tok, ds = setup
+    target = Target(model, "llama", [0, 2])
+    drafter = T.Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
+    drafter.set_dtype(mx.float32)
+    b = T.sample_blocks(ds, np.array([0, 1]), np.random.default_rng(0), 64, 8, 3, VOCAB - 1, 0)
+    feats = T.target_features(target, mx.array(b["ids"]))
+    h = T.drafter_forward(drafter, T.FrozenIO(target), feats, mx.array(b["block"]), mx.array(b["anchors"]),
+                          mx.array(b["rows"]))
+    for r in (0, 4):
+        a, s = int(b["anchors"][r]), int(b["rows"][r])
+        cache = drafter.make_cache()
+        _, f, _ = target.forward(mx.array(b["ids"][s : s + 1, :a]), target.make_cache())
+        drafter.extend_context(f, cache)
+        ref = drafter(target.embed(mx.array(b["block"][r : r + 1])), cache)
+        np.testing.assert_allclose(np.array(h[r]), np.array(ref[0]), atol=1e-4)
+
+
+def test_train_lowers_loss_saves_loads_and_resumes(setup):
+    tmp, model, tok, ds = setup
+    out = tmp / "run"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=20), progress=lambda s: None)
+    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines()]
+    train_losses = [r["loss"] for r in log if "split" not in r]
+    assert train_losses[-1] < train_losses[0]
+    assert len(log[0]["acc"]) == 7 and 1 <= log[0]["tau_est"] <= 8
+
+    drafter = load_drafter(out)  # the exported checkpoint, float16
+    assert drafter.args.target_layer_ids == [0, 2] and drafter.mask_token_id == VOCAB - 1
+    pair = Pair(Target(model, "llama", [0, 2]), drafter, tok, "tiny", str(out))
+    *_, d = stream(pair, [5, 6, 7], GenerationConfig(max_tokens=20))
+    *_, t = stream(pair, [5, 6, 7], GenerationConfig(mode="target", max_tokens=20))
+    assert d.token_ids == t.token_ids and d.tau >= 1
+
+    # 10 steps + resume for 10 more == 20 steps in one go
+    part = tmp / "part"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(part, steps=20, stop_after=10),
+            progress=lambda s: None)
+    assert json.loads((part / T.CKPT_DIR / "state.json").read_text())["step"] == 10
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(part, steps=0), resume=True,
+            progress=lambda s: None)
+    a, b = (mx.load(str(d / T.CKPT_DIR / "weights.safetensors")) for d in (out, part))
+    for k in a:
+        np.testing.assert_allclose(np.array(a[k]), np.array(b[k]), atol=1e-6, err_msg=k)
+
+
+def test_bf16_with_cached_features(setup):
+    tmp, model, tok, ds = setup
+    out = tmp / "bf16"
+    T.train(Target(model, "llama", []), tok, ds,
+            cfg_for(out, steps=20, dtype="bfloat16", cache_features=True), progress=lambda s: None)
+    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines() if "split" not in l]
+    assert log[-1]["loss"] < log[0]["loss"]
+    w = mx.load(str(out / T.CKPT_DIR / "weights.safetensors"))
+    assert all(v.dtype == mx.float32 for v in w.values())  # master weights
+
+
+def test_evaluate_and_cli_eval(setup, tmp_path):
+    _, model, tok, ds = setup
+    out = tmp_path / "run"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=4), progress=lambda s: None)
+    pair = Pair(Target(model, "llama", [0, 2]), load_drafter(out), tok, "tiny", str(out))
+    res = T.evaluate(pair, [("chat", "hi"), ("code", "def"), ("code", "abc")], 16,
+                     progress=lambda s: None)
+    assert set(res["categories"]) == {"chat", "code"}
+    assert res["overall"]["identical"] == 3 and res["overall"]["tau"] >= 1
+    assert "tau" in T.format_eval(res)
+
+
+def test_lr_schedule_and_parser():
+    c = T.TrainConfig(out="x", lr=1.0, warmup=0.1, min_lr_ratio=0.1)
+    assert T.lr_at(c, 0, 100) == pytest.approx(0.01)
+    assert T.lr_at(c, 10, 100) == pytest.approx(1.0)
+    assert T.lr_at(c, 100, 100) == pytest.approx(0.1)
+    a = T.build_parser().parse_args(["--out", "o", "--taps", "1,7", "--eval"])
+    assert a.taps == [1, 7] and a.eval.endswith("eval.jsonl")
