@@ -81,6 +81,10 @@ def test_bench_json_plot_and_profile(setup, capsys):
         assert doc["plot"] is None
     table = capsys.readouterr().out
     assert "(median)" in table and "profile" in table
+    out.with_suffix(".html").unlink(missing_ok=True)
+    assert bench.main(["--replot", str(out)]) == 0  # table + plot again from the saved JSON
+    assert capsys.readouterr().out == table
+    assert out.with_suffix(".html").exists() == (doc["plot"] is not None)
 
 
 def test_aggregate_takes_medians_over_prompts():
