@@ -1,0 +1,295 @@
+"""Views of the engine's events for the playground: token panes, metrics, verdict and charts.
+
+Everything here is a pure function of the events (`Prefill`, `Cycle`, `Summary`) of a run; nothing
+here touches MLX or a model. Numbers shown at the end come from the `Summary`; while a run is
+streaming they come from its `Cycle` events (the engine's own decisions and timestamps).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import plotly.graph_objects as go
+
+from .events import Cycle, Prefill, Summary, Token
+from .verdict import first_divergence
+
+Decode = Callable[[int], str]
+
+# token kind -> (css colour, legend label, hover / legend explanation)
+KINDS = {
+    "draft": ("#bbf7d0", "accepted draft", "drafted and accepted by the target"),
+    "correction": ("#fecaca", "correction", "the target's token where it rejected the draft (hover: the draft)"),
+    "bonus": ("#bfdbfe", "bonus", "the target's extra token after a fully accepted block"),
+    "first": ("#e9d5ff", "first token", "the target's token at the end of prefill"),
+}
+LABELS = {"target": "Target only", "dflash": "DFlash"}
+LINE_COLORS = {"target": "#64748b", "dflash": "#16a34a"}
+
+CSS = """
+.tokens { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, SFMono-Regular,
+  Menlo, Consolas, monospace; font-size: 13.5px; line-height: 1.65; margin: 0; padding: 10px 12px;
+  min-height: 180px; background: var(--background-fill-primary); border: 1px solid
+  var(--border-color-primary); border-radius: 8px; }
+.tk { border-radius: 3px; box-decoration-break: clone; -webkit-box-decoration-break: clone;
+  box-shadow: inset -1px 0 0 rgba(15, 23, 42, 0.18); }
+""" + "".join(f".tk-{k} {{ background: {c[0]}; color: #111827; }}\n" for k, c in KINDS.items()) + """
+.tk-correction { cursor: help; border-bottom: 2px solid #ef4444; }
+.tk-target { box-shadow: none; }
+.pane-head { display: flex; align-items: baseline; gap: 12px; flex-wrap: wrap; margin: 2px 0 6px; }
+.pane-head b { font-size: 16px; }
+.pane-head .stat { color: var(--body-text-color-subdued); font-size: 13px; }
+.pane-head .speed { font-size: 15px; font-weight: 600; color: var(--body-text-color); }
+.legend { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12.5px; margin-bottom: 6px; }
+.legend span.tk { padding: 1px 6px; }
+.legend .stat { color: var(--body-text-color-subdued); padding: 1px 0; }
+.verdict { padding: 10px 14px; border-radius: 8px; font-size: 15px; }
+.verdict.same { background: #dcfce7; color: #14532d; }
+.verdict.diff { background: #fef3c7; color: #78350f; }
+.verdict.none { background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
+.metrics, .metrics tr { border: none !important; }
+.metrics { width: 100%; border-collapse: collapse; font-size: 14px; }
+.metrics th, .metrics td { padding: 5px 10px; text-align: right; border: none !important;
+  border-bottom: 1px solid var(--border-color-primary) !important; background: none !important; }
+.metrics small { color: var(--body-text-color-subdued); }
+.metrics th:first-child, .metrics td:first-child { text-align: left; color: var(--body-text-color-subdued); }
+.metrics .big { font-weight: 700; font-size: 16px; }
+"""
+
+
+@dataclass
+class Run:
+    """The events of one generation, as they arrive."""
+
+    mode: str  # "target" | "dflash"
+    prefill: Optional[Prefill] = None
+    cycles: list[Cycle] = field(default_factory=list)
+    summary: Optional[Summary] = None
+
+    def add(self, event) -> None:
+        if isinstance(event, Prefill):
+            self.prefill = event
+        elif isinstance(event, Cycle):
+            self.cycles.append(event)
+        elif isinstance(event, Summary):
+            self.summary = event
+
+    def tokens(self) -> list[tuple[Token, str]]:
+        """Every committed token with its kind: first | draft | correction | bonus | target."""
+        out = [(self.prefill.first, "first")] if self.prefill and self.prefill.first else []
+        for c in self.cycles:
+            out += [(t, token_kind(t, self.mode)) for t in c.committed]
+        return out
+
+    @property
+    def n_tokens(self) -> int:
+        if self.cycles:
+            return self.cycles[-1].total_tokens
+        return int(bool(self.prefill and self.prefill.first))
+
+    def tok_s(self) -> Optional[float]:
+        """Decode tok/s: the Summary's at the end; while streaming, tokens after the first over
+        the time since it (both from the events' timestamps)."""
+        if self.summary:
+            return self.summary.decode_tok_s
+        if self.prefill and self.cycles and self.cycles[-1].t > self.prefill.t:
+            return (self.cycles[-1].total_tokens - 1) / (self.cycles[-1].t - self.prefill.t)
+        return None
+
+    def acceptance_lengths(self) -> tuple[int, ...]:
+        if self.summary:
+            return self.summary.acceptance_lengths
+        return tuple(c.accepted for c in self.cycles)
+
+    def block_size(self) -> int:
+        return self.summary.block_size if self.summary else (self.cycles[0].block_size if self.cycles else 0)
+
+
+def token_kind(t: Token, mode: str) -> str:
+    if t.source == "draft":
+        return "draft"
+    if mode != "dflash":
+        return "target"
+    # the engine sets `proposed` only where it rejected a draft; otherwise the block was all accepted
+    return "correction" if t.proposed is not None else "bonus"
+
+
+# ---- token panes -----------------------------------------------------------------------------
+
+def tokens_html(run: Run, decode: Optional[Decode] = None) -> str:
+    """The run's text as escaped per-token spans in a whitespace-preserving <pre>."""
+    spans = []
+    for tok, kind in run.tokens():  # tok.text is "" inside a multi-byte character: an empty span
+        title = ""
+        if kind == "correction":
+            drafted = repr(decode(tok.proposed)) if decode else f"id {tok.proposed}"
+            title = f' title="{html.escape(f"drafter proposed {drafted}, target chose {tok.text!r}")}"'
+        elif kind == "bonus":
+            title = ' title="bonus: every draft of this block was accepted"'
+        spans.append(f'<span class="tk tk-{kind}"{title}>{html.escape(tok.text, quote=False)}</span>')
+    return f'<pre class="tokens">{"".join(spans)}</pre>'
+
+
+def legend_html() -> str:
+    items = "".join(f'<span class="tk tk-{k}" title="{html.escape(c[2])}">{c[1]}</span>'
+                    for k, c in KINDS.items())
+    return f'<div class="legend">{items}</div>'
+
+
+def pane_html(run: Optional[Run], mode: str, decode: Optional[Decode] = None, state: str = "") -> str:
+    """A pane: title, live speed and counts, (legend), then the coloured text."""
+    stats = []
+    if run is not None:
+        tok_s = run.tok_s()
+        stats.append(f'<span class="speed">{tok_s:.1f} tok/s</span>' if tok_s is not None
+                     else '<span class="speed">– tok/s</span>')
+        stats.append(f'<span class="stat">{run.n_tokens} tokens</span>')
+        if run.prefill:
+            stats.append(f'<span class="stat">TTFT {seconds(run.prefill.seconds)}</span>')
+        if mode == "dflash" and run.cycles:
+            lengths = run.acceptance_lengths()
+            stats.append(f'<span class="stat">τ {1 + sum(lengths) / len(lengths):.2f}</span>')
+    if state:
+        stats.append(f'<span class="stat">{html.escape(state)}</span>')
+    head = f'<div class="pane-head"><b>{LABELS[mode]}</b>{"".join(stats)}</div>'
+    legend = legend_html() if mode == "dflash" else (
+        '<div class="legend"><span class="stat">plain decoding: one target pass per token</span></div>')
+    body = tokens_html(run, decode) if run is not None else '<pre class="tokens"></pre>'
+    return f'<div class="pane pane-{mode}">{head}{legend}{body}</div>'
+
+
+# ---- metrics and verdict ---------------------------------------------------------------------
+
+def metrics_html(target: Optional[Summary], dflash: Optional[Summary]) -> str:
+    """Side-by-side numbers of both runs, all read from their Summary events."""
+    def cell(s, fmt):
+        return fmt(s) if s is not None else "–"
+
+    def split(s):
+        total = s.draft_s + s.verify_s + s.rollback_s
+        if s.mode != "dflash" or total <= 0:
+            return f"– / {s.verify_s:.2f} s / –"
+        parts = (s.draft_s, s.verify_s, s.rollback_s)
+        return (" / ".join(f"{x:.2f}" for x in parts) + " s<br><small>"
+                + " / ".join(f"{x / total:.0%}" for x in parts) + "</small>")
+
+    speedup = "–"
+    if target and dflash and target.decode_tok_s > 0:
+        speedup = f'<span class="big">{dflash.decode_tok_s / target.decode_tok_s:.2f}×</span>'
+    rows = [
+        ("Decode speed", lambda s: f'<span class="big">{s.decode_tok_s:.1f} tok/s</span>'),
+        ("Speedup", None),
+        ("Generated tokens", lambda s: f"{s.tokens}"),
+        ("Time to first token", lambda s: seconds(s.ttft_s)),
+        ("Prompt tokens", lambda s: f"{s.prompt_tokens}"),
+        ("Target passes (cycles)", lambda s: f"{s.cycles}"),
+        ("τ: tokens per cycle", lambda s: f"{s.tau:.2f}"),
+        ("Draft acceptance", lambda s: f"{s.acceptance_rate:.0%}" if s.mode == "dflash" else "–"),
+        ("Draft / verify / rollback", split),
+        ("Finish", lambda s: s.finish_reason),
+    ]
+    body = "".join(f"<tr><td>{name}</td><td>{cell(target, f) if f else ''}</td>"
+                   f"<td>{cell(dflash, f) if f else speedup}</td></tr>" for name, f in rows)
+    return (f'<table class="metrics"><tr><th></th><th>{LABELS["target"]}</th><th>{LABELS["dflash"]}</th>'
+            f"</tr>{body}</table>")
+
+
+def seconds(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def verdict_html(target: Optional[Summary], dflash: Optional[Summary], decode: Optional[Decode] = None,
+                 margin: Optional[float] = None, temperature: float = 0.0) -> str:
+    """Identical outputs, or where they first differ (and the target's logit margin there)."""
+    if target is None or dflash is None:
+        return '<div class="verdict none">The verdict appears when both runs are done.</div>'
+    if "cancelled" in (target.finish_reason, dflash.finish_reason):
+        return '<div class="verdict none">Stopped: no verdict for a partial run.</div>'
+    a, b = target.token_ids, dflash.token_ids
+    i = first_divergence(a, b)
+    if i is None:
+        return (f'<div class="verdict same">✓ <b>Outputs identical</b>: all {len(a)} tokens of DFlash '
+                f"are the target's own.</div>")
+    def show(ids):
+        if i >= len(ids):
+            return "(end)"
+        return f"{decode(ids[i])!r} (id {ids[i]})" if decode else f"id {ids[i]}"
+    where = (f"<b>First divergence at token {i}</b>: target-only {html.escape(show(a))}, "
+             f"DFlash {html.escape(show(b))}.")
+    if temperature > 0:
+        return (f'<div class="verdict none">Sampling at temperature {temperature:g}: each run draws its own '
+                f"sample from the target's distribution, so they need not match. {where}</div>")
+    if margin is not None:
+        tie = "a near-tie, so numeric noise can flip it" if margin < 0.05 else "not a tie"
+        where += f" The target's top-1 minus top-2 logit there: <b>{margin:.4f}</b> ({tie})."
+    return f'<div class="verdict diff">✗ {where}</div>'
+
+
+# ---- charts ----------------------------------------------------------------------------------
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, **kw) -> go.Figure:
+    fig.update_layout(
+        title=dict(text=title, x=0.02, font=dict(size=14)), template="plotly_white", height=300,
+        margin=dict(l=55, r=15, t=60, b=45), xaxis_title=x, yaxis_title=y, bargap=0.15,
+        legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom", font=dict(size=11)),
+        **kw)
+    return fig
+
+
+def race_chart(runs: list[Run]) -> go.Figure:
+    """Tokens emitted vs seconds since each run started: both runs replayed on one clock."""
+    fig = go.Figure()
+    for run in runs:
+        if not run.prefill:
+            continue
+        t = [0.0, run.prefill.t] + [c.t for c in run.cycles]
+        n = [0, int(run.prefill.first is not None)] + [c.total_tokens for c in run.cycles]
+        tok_s = run.tok_s()
+        name = LABELS[run.mode] + (f" ({tok_s:.1f} tok/s)" if tok_s else "")
+        fig.add_trace(go.Scatter(x=t, y=n, name=name, mode="lines", line_shape="hv",
+                                 line=dict(color=LINE_COLORS[run.mode], width=2.5)))
+        fig.add_trace(go.Scatter(x=[t[-1]], y=[n[-1]], mode="markers", showlegend=False, hoverinfo="skip",
+                                 marker=dict(color=LINE_COLORS[run.mode], size=9)))
+    return _layout(fig, "Race replay: tokens over time", "seconds since the run started", "tokens")
+
+
+def cycles_chart(run: Run) -> go.Figure:
+    """Committed tokens per verify cycle, split into accepted drafts and the target's token."""
+    x = [c.index + 1 for c in run.cycles]
+    fig = go.Figure()
+    for kind in ("draft", "correction", "bonus"):
+        y = [sum(token_kind(t, run.mode) == kind for t in c.committed) for c in run.cycles]
+        fig.add_trace(go.Bar(x=x, y=y, name=KINDS[kind][1], marker_color=KINDS[kind][0],
+                             marker_line=dict(color="#475569", width=0.3)))
+    if run.cycles:
+        fig.add_hline(y=run.block_size(), line_dash="dot", line_color="#94a3b8",
+                      annotation_text="block size", annotation_position="top left")
+    return _layout(fig, "Committed tokens per cycle", "cycle", "tokens", barmode="stack",
+                   legend_traceorder="normal")
+
+
+def acceptance_histogram(run: Run) -> go.Figure:
+    """How many drafts each cycle kept (0 .. block size - 1)."""
+    lengths, B = run.acceptance_lengths(), max(run.block_size(), 2)
+    counts = [sum(a == k for a in lengths) for k in range(B)]
+    fig = go.Figure(go.Bar(x=list(range(B)), y=counts, marker_color="#4ade80",
+                           marker_line=dict(color="#15803d", width=0.6)))
+    title = "Acceptance length per cycle"
+    if lengths:
+        title += f" (τ = {1 + sum(lengths) / len(lengths):.2f})"
+    return _layout(fig, title, "accepted drafts in the cycle", "cycles", xaxis=dict(dtick=1))
+
+
+def position_chart(run: Run) -> go.Figure:
+    """Per draft position i: the share of cycles whose first i drafts were all accepted."""
+    if run.summary:
+        rates = run.summary.per_position_acceptance
+    else:
+        lengths, B = run.acceptance_lengths(), run.block_size()
+        rates = tuple(sum(a > i for a in lengths) / len(lengths) for i in range(B - 1)) if lengths else ()
+    fig = go.Figure(go.Bar(x=list(range(1, len(rates) + 1)), y=list(rates), marker_color="#60a5fa",
+                           marker_line=dict(color="#1d4ed8", width=0.6)))
+    return _layout(fig, "Acceptance rate by draft position", "draft position in the block",
+                   "cycles reaching it", yaxis=dict(range=[0, 1], tickformat=".0%"), xaxis=dict(dtick=1))
