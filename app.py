@@ -219,7 +219,7 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
         if ctl is None:
             return gr.skip()
         ctl.cancel()
-        return "■ Stopping…"
+        return "■ Stopped."
 
     def choose(choice):
         """Prepare the chosen pair right away, with progress (a Hub pair downloads here)."""

@@ -44,7 +44,7 @@ def test_playground_in_browser(tmp_path):
 
         page.click("#preset-code")
         page.wait_for_function(f"() => document.querySelector('#prompt textarea').value === {json.dumps(load_presets()['code'])}")
-        set_number(page, "max-tokens", 24)
+        set_number(page, "max-tokens", 16)
         set_number(page, "block-size", 8)
         page.click("#run-btn")
         page.wait_for_function(f"() => ({STATUS})().startsWith('✓') || ({STATUS})().startsWith('⚠')",
@@ -53,7 +53,7 @@ def test_playground_in_browser(tmp_path):
 
         kinds = page.evaluate("""() => [...document.querySelectorAll('#dflash-pane pre span.tk')]
                                  .map(s => s.className.split('tk-')[1])""")
-        assert len(kinds) >= 24 and set(kinds) <= {"first", "draft", "correction", "bonus"} and "first" in kinds
+        assert len(kinds) == 16 and set(kinds) <= {"first", "draft", "correction", "bonus"} and "first" in kinds
         colours = page.evaluate("""() => [...document.querySelectorAll('#dflash-pane pre span.tk')]
                                    .map(s => getComputedStyle(s).backgroundColor)""")
         assert all(c not in ("rgba(0, 0, 0, 0)", "transparent") for c in colours)
