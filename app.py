@@ -24,7 +24,7 @@ from dflash.config import DEFAULT_BLOCK_SIZE, GenerationConfig
 from dflash.events import Summary
 from dflash.load import encode_prompt
 from dflash.registry import ASSETS, BUILTIN_DRAFTER, BUILTIN_TARGET, PICKER
-from dflash.ui import (CSS, Run, acceptance_histogram, cycles_chart, metrics_html, pane_html,
+from dflash.ui import (CSS, LABELS, Run, acceptance_histogram, cycles_chart, metrics_html, pane_html,
                        position_chart, race_chart, verdict_html)
 from dflash.verdict import first_divergence, logit_margin
 from dflash.worker import Status, Worker
@@ -127,49 +127,23 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
         return lambda i: tokenizer.decode([i])
 
     def race(ctl, prompt, cfg, chat, pair_key):
+        """Target-only, then DFlash, on the one worker (each timed alone), then the verdict."""
         runs = {"target": Run("target"), "dflash": Run("dflash")}
         yield frame(status="⏳ Preparing the model…", target=pane_html(None, "target", state="waiting"),
                     dflash=pane_html(None, "dflash", state="waiting"), verdict=verdict_html(None, None),
                     metrics=metrics_html(None, None), race=None, cycles=None, hist=None, pos=None, data=None)
         decode = yield from prepare(pair_key)
-        for step, mode in enumerate(("target", "dflash"), 1):
-            if ctl.stopped:
-                break
-            run, label = runs[mode], ("target only", "DFlash")[step - 1]
-            ctl.job = worker.generate(prompt, replace(cfg, mode=mode), *pair_key, chat_template=chat)
-            if ctl.stopped:
-                ctl.job.cancel()
-            status = f"▶ Running {label} ({step} of 2)…"
-            yield frame(status=status, **{mode: pane_html(run, mode, decode, "prefill…")})
-            last_pane = last_chart = 0.0
-            for ev in ctl.job:
-                if isinstance(ev, Status):
-                    yield frame(status=f"⏳ {ev.message}")
-                    continue
-                run.add(ev)
-                done, now = isinstance(ev, Summary), monotonic()
-                if not done and now - last_pane < PANE_EVERY:
-                    continue
-                state = (ev.finish_reason if done else "generating…")
-                update = {mode: pane_html(run, mode, decode, state)}
-                if done or now - last_chart >= CHART_EVERY:
-                    update["race"] = race_chart(list(runs.values()))
-                    if mode == "dflash":
-                        update.update(cycles=cycles_chart(run), hist=acceptance_histogram(run),
-                                      pos=position_chart(run))
-                    last_chart = now
-                if done:
-                    update["metrics"] = metrics_html(runs["target"].summary, runs["dflash"].summary)
-                last_pane = now
-                yield frame(status=status, **update)
+        for step, mode in enumerate(runs, 1):
+            if not ctl.stopped:
+                ctl.job = worker.generate(prompt, replace(cfg, mode=mode), *pair_key, chat_template=chat)
+                yield from stream(ctl, runs, mode, decode, f"▶ Running {LABELS[mode]} ({step} of 2)…")
 
         t, d = runs["target"].summary, runs["dflash"].summary
-        margin = None
         i = first_divergence(t.token_ids, d.token_ids) if t and d else None
-        if (i is not None and i < min(len(t.token_ids), len(d.token_ids)) and cfg.temperature == 0
-                and not ctl.stopped):
+        margin = None
+        if i is not None and cfg.temperature == 0 and not ctl.stopped:
             yield frame(status=f"⏳ Outputs differ at token {i}: measuring the target's logit margin there…")
-            margin = _margin(pair_key, prompt, chat, t.token_ids[:i])
+            margin = measure_margin(pair_key, prompt, chat, t.token_ids[:i])
         final = "■ Stopped." if ctl.stopped else "✓ Done."
         if t and d and t.decode_tok_s > 0 and not ctl.stopped:
             final += f" DFlash decoded at {d.decode_tok_s / t.decode_tok_s:.2f}× the target-only speed"
@@ -178,7 +152,33 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
         yield frame(status=final, verdict=verdict_html(t, d, decode, margin, cfg.temperature),
                     metrics=metrics_html(t, d), data=data)
 
-    def _margin(pair_key, prompt, chat, prefix):
+    def stream(ctl, runs, mode, decode, status):
+        """One run's events into its pane and the charts, throttled; complete at its Summary."""
+        if ctl.stopped:
+            ctl.job.cancel()
+        run = runs[mode]
+        yield frame(status=status, **{mode: pane_html(run, mode, decode, "prefill…")})
+        last_pane = last_chart = 0.0
+        for ev in ctl.job:
+            if isinstance(ev, Status):
+                yield frame(status=f"⏳ {ev.message}")
+                continue
+            run.add(ev)
+            done, now = isinstance(ev, Summary), monotonic()
+            if not done and now - last_pane < PANE_EVERY:
+                continue
+            update = {mode: pane_html(run, mode, decode, ev.finish_reason if done else "generating…")}
+            if done or now - last_chart >= CHART_EVERY:
+                update["race"] = race_chart(list(runs.values()))
+                if mode == "dflash":
+                    update.update(cycles=cycles_chart(run), hist=acceptance_histogram(run), pos=position_chart(run))
+                last_chart = now
+            if done:
+                update["metrics"] = metrics_html(runs["target"].summary, runs["dflash"].summary)
+            last_pane = now
+            yield frame(status=status, **update)
+
+    def measure_margin(pair_key, prompt, chat, prefix):
         def work(progress):
             pair = worker.pair(*pair_key, progress)
             return logit_margin(pair, encode_prompt(pair.tokenizer, prompt, chat), prefix)

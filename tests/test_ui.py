@@ -19,7 +19,8 @@ import pytest
 
 from dflash.events import Cycle, Prefill, Summary, Token
 from dflash.registry import BUILTIN_DRAFTER
-from dflash.ui import Run, acceptance_histogram, cycles_chart, metrics_html, pane_html, position_chart, race_chart
+from dflash.ui import (Run, acceptance_histogram, cycles_chart, metrics_html, pane_html, position_chart,
+                       race_chart, verdict_html)
 from dflash.verdict import first_divergence
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +66,20 @@ def test_token_pane_is_faithful_and_coloured():
     assert html.count('class="tk tk-') == 8 + 4  # one span per token (even a "" one), + the legend
     assert "drafter proposed &#x27;P9&#x27;, target chose &#x27;é&#x27;" in html
     assert run.n_tokens == 8 and run.tok_s() == pytest.approx(7 / 0.2)
+
+
+def _summary(mode, ids, finish="length"):
+    return Summary(mode, 4, tuple(ids), "", len(ids), len(ids), 1.0, 0.0, (0,) * len(ids), (0.0,) * 3, 5, 0.1,
+                   0.1, 1.0, 10.0, 0.0, 1.0, 0.0, finish)
+
+
+def test_verdict():
+    t = _summary("target", [1, 2, 3])
+    assert "Outputs identical" in verdict_html(t, _summary("dflash", [1, 2, 3]))
+    diff = verdict_html(t, _summary("dflash", [1, 5, 3]), decode=lambda i: f"w{i}", margin=0.01)
+    assert "token 1" in diff and "&#x27;w2&#x27;" in diff and "&#x27;w5&#x27;" in diff and "near-tie" in diff
+    assert "need not match" in verdict_html(t, _summary("dflash", [1, 5]), temperature=0.7)
+    assert "Stopped" in verdict_html(t, _summary("dflash", [1], "cancelled"))
 
 
 def test_charts_and_metrics_build():
