@@ -250,19 +250,21 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", scale=1)
                 status = gr.Textbox(label="Status", interactive=False, elem_id="status", max_lines=3)
             with gr.Column(scale=2):
-                model_dd = gr.Dropdown(list(choices), value=next(iter(choices)), label="Model pair (target + drafter)",
-                                       elem_id="model")
+                model_dd = gr.Dropdown(list(choices), value=next(iter(choices)),
+                                       label="Model pair (target + drafter)", elem_id="model")
                 with gr.Group(visible=False) as custom_box:
                     custom_target = gr.Textbox("", label="Target: mlx-lm directory or Hub id",
                                                placeholder="mlx-community/Qwen3-4B-4bit")
                     custom_draft = gr.Textbox("", label="Drafter: directory or Hub id (empty: from the registry)",
                                               placeholder="z-lab/Qwen3-4B-DFlash-b16")
                 with gr.Row():
-                    max_tokens = gr.Slider(1, MAX_NEW_TOKENS, 128, step=1, label="Max new tokens", elem_id="max-tokens")
+                    max_tokens = gr.Slider(1, MAX_NEW_TOKENS, 128, step=1, label="Max new tokens",
+                                           elem_id="max-tokens")
                     block_size = gr.Slider(2, 16, DEFAULT_BLOCK_SIZE, step=1, label="Block size",
                                            info="≤ the drafter's block", elem_id="block-size")
                 with gr.Row():
-                    temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")
+                    temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy",
+                                            elem_id="temperature")
                     seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
                 chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
         with gr.Row(equal_height=False):
