@@ -15,10 +15,12 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
+from . import blas
 from .tape import GDNTape, gdn_forward_recorded, rollback
 
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 PREFILL_CHUNK = 512
+KEY_CHUNK = 256  # p @ v reduces over fixed key chunks: see _attention_rows_invariant
 
 
 class Target:
@@ -45,6 +47,10 @@ class Target:
         self.tap_ids = list(tap_ids or [])
         self._linear = [i for i, l in enumerate(self.layers) if getattr(l, "is_linear", False)]
         self._kv_idx = next(i for i in range(self.num_layers) if i not in self._linear)
+        # With OpenBLAS, mx.fast's attention reduces p @ v in K blocks that depend on the key
+        # count, so a token's row would differ alone vs inside a block; ours never does.
+        self._exact_attention = (blas.loaded is not None and mx.default_device() == mx.cpu
+                                 and model_type in ("llama", "qwen2", "qwen3"))
 
     @property
     def is_hybrid(self) -> bool:
@@ -62,8 +68,11 @@ class Target:
             return self.backbone.embed_tokens.as_linear(h)
         return self.head(h)
 
-    def forward(self, ids: mx.array, cache: list, record: bool = False):
-        """ids [1, L] -> (logits [1, L, V], taps [1, L, n_taps*H], tapes {layer: GDNTape})."""
+    def forward(self, ids: mx.array, cache: list, record: bool = False, last_only: bool = False):
+        """ids [1, L] -> (logits [1, L, V], taps [1, L, n_taps*H], tapes {layer: GDNTape}).
+
+        last_only: logits of the last position only (prefill needs no others).
+        """
         h = self.embed(ids)
         fa_mask = create_attention_mask(h, cache[self._kv_idx])
         ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
@@ -71,11 +80,15 @@ class Target:
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
             if record and i in self._linear:
                 h, tapes[i] = _decoder_layer_recorded(layer, h, c)
+            elif self._exact_attention:
+                h = _decoder_layer_exact(layer, h, c)
             else:
                 h = layer(h, ssm_mask if i in self._linear else fa_mask, c)
             if i in self.tap_ids:
                 taps[i] = h
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
+        if last_only:
+            h = h[:, -1:]
         return self.logits(self.backbone.norm(h)), feats, tapes
 
     def prefill(self, ids: list[int], cache: list, on_chunk=None) -> mx.array:
@@ -86,7 +99,7 @@ class Target:
         logits = None
         for s in range(0, len(ids), PREFILL_CHUNK):
             chunk = mx.array(ids[s : s + PREFILL_CHUNK])[None]
-            logits, feats, _ = self.forward(chunk, cache)
+            logits, feats, _ = self.forward(chunk, cache, last_only=True)
             if on_chunk is not None:
                 on_chunk(feats)
             mx.eval(logits, *[c.state for c in cache])
@@ -102,3 +115,45 @@ def _decoder_layer_recorded(layer, x, cache):
     r, tape = gdn_forward_recorded(layer.linear_attn, layer.input_layernorm(x), cache)
     h = x + r
     return h + layer.mlp(layer.post_attention_layernorm(h)), tape
+
+
+def _decoder_layer_exact(layer, x, cache):
+    """mlx-lm's llama / qwen2 / qwen3 DecoderLayer with row-invariant attention."""
+    a = layer.self_attn
+    B, L, _ = x.shape
+    xn = layer.input_layernorm(x)
+    q = a.q_proj(xn).reshape(B, L, a.n_heads, -1)
+    k = a.k_proj(xn).reshape(B, L, a.n_kv_heads, -1)
+    v = a.v_proj(xn).reshape(B, L, a.n_kv_heads, -1).transpose(0, 2, 1, 3)
+    if hasattr(a, "q_norm"):  # qwen3
+        q, k = a.q_norm(q), a.k_norm(k)
+    q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
+    q, k = a.rope(q, offset=cache.offset), a.rope(k, offset=cache.offset)
+    k, v = cache.update_and_fetch(k, v)
+    o = _attention_rows_invariant(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
+    h = x + a.o_proj(o)
+    return h + layer.mlp(layer.post_attention_layernorm(h))
+
+
+def _attention_rows_invariant(q, k, v, scale):
+    """Causal attention whose p @ v sums fixed KEY_CHUNK-key chunks aligned at position 0.
+
+    A token's row reduces over the same chunks in the same order whether it is decoded alone
+    (t+1 keys) or inside a block (t+L keys, the later ones weighted exactly 0).
+    """
+    B, Hq, L, D = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    q = (q * scale).reshape(B, Hkv, Hq // Hkv, L, D)
+    scores = q @ k[:, :, None].swapaxes(-1, -2)
+    if L > 1:
+        scores = mx.where(mx.arange(S)[None] <= mx.arange(S - L, S)[:, None], scores, -mx.inf)
+    p = mx.softmax(scores, axis=-1, precise=True)
+    v = v[:, :, None]
+    out = None
+    for c in range(0, S, KEY_CHUNK):
+        pc, vc = p[..., c : c + KEY_CHUNK], v[..., c : c + KEY_CHUNK, :]
+        if (pad := KEY_CHUNK - pc.shape[-1]):
+            pc = mx.pad(pc, [(0, 0)] * 4 + [(0, pad)])
+            vc = mx.pad(vc, [(0, 0)] * 3 + [(0, pad), (0, 0)])
+        out = pc @ vc if out is None else out + pc @ vc
+    return out.reshape(B, Hq, L, D)

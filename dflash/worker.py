@@ -26,6 +26,7 @@ class Status:
 
 
 _DONE = object()
+MAX_PAIRS = 2  # the served pair and one the playground picked
 
 
 class Job:
@@ -56,6 +57,8 @@ class Worker:
         """Load (or reuse) a pair. Call only on the worker thread, e.g. inside `call`."""
         key = (model, draft)
         if key not in self._pairs:
+            while len(self._pairs) >= MAX_PAIRS:  # forget the oldest pair: models are large
+                self._pairs.pop(next(iter(self._pairs)))
             self._pairs[key] = self._loader(model, draft, progress=progress or (lambda m: None))
         return self._pairs[key]
 
