@@ -368,7 +368,7 @@ def environment(pair, argv: list[str]) -> dict:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         # other processes compete for the cores: the 1/5/15-minute load averages, at start and end
         "load_avg_start": _load_avg(),
-        "blas": _blas_libraries(),
+        "blas": _blas(),
         "target_dtype": _dtype_name(pair.target.backbone.norm.weight.dtype),  # as load.py defines it
         "target_quantization": quant,
         "drafter_dtype": _dtype_name(pair.drafter.fc.weight.dtype),
@@ -403,16 +403,20 @@ def _cpu_name() -> Optional[str]:
     return platform.processor() or None
 
 
-def _blas_libraries() -> list[str]:
-    """BLAS/LAPACK libraries MLX brought into this process (Linux: its wheel's own, or cuBLAS)."""
-    if sys.platform == "darwin":
-        return ["Accelerate"]
+def _blas() -> dict:
+    """The BLAS behind float32 matmuls: dflash.blas's in-process OpenBLAS when it loaded one, else
+    the libraries MLX brought (Linux: its wheel's reference BLAS, or cuBLAS; macOS: Accelerate)."""
+    from . import blas
+
+    libs = ["Accelerate"] if sys.platform == "darwin" else []
     try:
         paths = {l.split()[-1] for l in Path("/proc/self/maps").read_text().splitlines() if "/" in l}
     except OSError:
-        return []
-    return sorted({Path(f).name for f in paths if re.search(r"blas|lapack|mkl", Path(f).name.lower())
-                   and ("mlx" in f.lower() or "cublas" in f)})
+        paths = set()
+    libs += sorted({Path(f).name for f in paths if re.search(r"blas|lapack|mkl", Path(f).name.lower())
+                    and ("mlx" in f.lower() or "cublas" in f or f == blas.loaded)})
+    return {"openblas": blas.loaded, "coretype": os.environ.get("OPENBLAS_CORETYPE") if blas.loaded else None,
+            "libraries": libs}
 
 
 def _dtype_name(dtype) -> str:
@@ -468,9 +472,15 @@ def print_table(doc: dict, file=None) -> None:
         q = env["target_quantization"]
         print(f"\n{env['device_name']} ({env['backend']}, {env['default_device']}), MLX {env['mlx']}, "
               f"target {env['target_dtype']}{' q%d' % q['bits'] if q else ''}, "
-              f"drafter {env['drafter_dtype']}, {env['cpu_count']} CPUs, BLAS {', '.join(env['blas']) or '?'}, "
+              f"drafter {env['drafter_dtype']}, {env['cpu_count']} CPUs, BLAS {_blas_line(env['blas'])}, "
               f"load avg {env.get('load_avg_start')} -> {env.get('load_avg_end')}",
               file=file)
+
+
+def _blas_line(b) -> str:
+    if isinstance(b, dict) and b.get("openblas"):
+        return f"{b['openblas']} ({b['coretype']})"
+    return ", ".join(b["libraries"] if isinstance(b, dict) else b) or "?"
 
 
 def write_plot(doc: dict, path: Path) -> Optional[Path]:
@@ -512,7 +522,8 @@ def write_plot(doc: dict, path: Path) -> Optional[Path]:
 
 
 def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> int:
-    """`python -m dflash bench ...`; `load(model, draft, mode, progress)` -> Pair (tests pass their own)."""
+    """`python -m dflash bench ...`; `load(model, draft, mode, progress=, target_dtype=)` -> Pair
+    (load_pair by default; tests pass their own)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(prog="python -m dflash bench",
                                 description="Target-only vs DFlash on the same prompts, in one process.")
@@ -526,6 +537,8 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
                    help="also run z-lab's reference MLX implementation (PyPI dflash==0.1.0)")
     p.add_argument("--profile", action="store_true", help="add a one-cycle cost breakdown (first prompt)")
     p.add_argument("--profile-reps", type=int, default=PROFILE_REPS, help="timed repetitions per profile item")
+    p.add_argument("--target-dtype", choices=["auto", "stored", "float32"], default="auto",
+                   help="target weights: as stored, dequantized to float32, or auto (load.py decides)")
     p.add_argument("--out", metavar="FILE.json", help="write the JSON here and the plot next to it (FILE.html)")
     p.add_argument("--replot", metavar="FILE.json", help="only print the table and write the plot of a saved JSON")
     add_generation_args(p)
@@ -550,13 +563,13 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         suites = load_suites(list(SUITES) if a.suite == "all" else [a.suite], a.prompts, a.prompts_limit)
         if load is None:
             from .load import load_pair as load
-        pair = load(a.model, a.draft, "dflash", progress=log)
+        pair = load(a.model, a.draft, "dflash", progress=log, target_dtype=a.target_dtype)
         peer, peer_info = None, None
         if a.peer:
             peer, peer_info = _load_peer(pair, log)
         doc = {"schema": SCHEMA, "environment": environment(pair, argv)}
         doc["settings"] = {
-            "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites),
+            "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites), "target_dtype": a.target_dtype,
             "max_tokens": cfg.max_tokens, "block_size": cfg.block_size or pair.drafter.block_size,
             "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),

@@ -31,7 +31,7 @@ def setup(tmp_path):
     tokenizer = word_tokenizer()
     models = []
 
-    def load(model, draft, mode, progress=print):
+    def load(model, draft, mode, **_):
         models.append(tiny_model("llama"))
         return Pair(Target(models[-1], "llama", drafter.target_layer_ids), drafter, tokenizer,
                     "tiny-llama", str(tmp_path / "drafter"))
