@@ -11,6 +11,7 @@ stdout, and with `--out FILE.json` the JSON document plus a plot next to it (FIL
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -472,15 +473,19 @@ def print_table(doc: dict, file=None) -> None:
         q = env["target_quantization"]
         print(f"\n{env['device_name']} ({env['backend']}, {env['default_device']}), MLX {env['mlx']}, "
               f"target {env['target_dtype']}{' q%d' % q['bits'] if q else ''}, "
-              f"drafter {env['drafter_dtype']}, {env['cpu_count']} CPUs, BLAS {_blas_line(env['blas'])}, "
+              f"drafter {env['drafter_dtype']}, {env['cpu_count']} CPUs, BLAS {_blas_line(env)}, "
               f"load avg {env.get('load_avg_start')} -> {env.get('load_avg_end')}",
               file=file)
 
 
-def _blas_line(b) -> str:
-    if isinstance(b, dict) and b.get("openblas"):
+def _blas_line(env: dict) -> str:
+    b = env["blas"]
+    gpu = [lib for lib in b["libraries"] if "cublas" in lib]
+    if env["backend"] == "cuda" and gpu:
+        return ", ".join(gpu)
+    if b.get("openblas"):
         return f"{b['openblas']} ({b['coretype']})"
-    return ", ".join(b["libraries"] if isinstance(b, dict) else b) or "?"
+    return ", ".join(b["libraries"]) or "?"
 
 
 def write_plot(doc: dict, path: Path) -> Optional[Path]:
@@ -575,6 +580,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
             "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",
         }
+        doc["settings"]["draft_sha256"] = _digest(pair.draft_id)
         doc["peer"] = peer_info
         doc.update(run(pair, suites, cfg, a.repeat, peer, a.profile, log, a.profile_reps))
         doc["environment"]["load_avg_end"] = _load_avg()
@@ -591,6 +597,17 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         log(f"wrote {out}" + (f" and {plot}" if plot else " (plotly is not installed: no plot)"))
     print_table(doc)
     return 0
+
+
+def _digest(draft: Optional[str]) -> Optional[str]:
+    """sha256 of a local drafter's weights (which checkpoint these numbers belong to)."""
+    files = sorted(Path(draft).glob("*.safetensors")) if draft and Path(draft).is_dir() else []
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def _load_peer(pair, log) -> tuple[object, dict]:
