@@ -20,10 +20,22 @@ VERBS = {
 
 def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
-    p.add_argument("--block-size", type=int, default=None, help="2..drafter block size (default: the drafter's)")
+    p.add_argument("--block-size", type=_block_size, default=None,
+                   help="2..drafter block size (default: the drafter's), or 'auto': each cycle's "
+                        "verify length from measured costs and the acceptance so far")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+
+
+def _block_size(text: str):
+    return "auto" if text == "auto" else int(text)
+
+
+def config_from_args(a, mode: str = "dflash") -> GenerationConfig:
+    auto = a.block_size == "auto"
+    return GenerationConfig(mode, a.max_tokens, None if auto else a.block_size, a.temperature,
+                            a.top_p, a.seed, adaptive=auto)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -46,7 +58,7 @@ def generate_main(argv=None) -> int:
 
     log = (lambda m: print(m, file=sys.stderr))
     try:
-        cfg = GenerationConfig(a.mode, a.max_tokens, a.block_size, a.temperature, a.top_p, a.seed).validate()
+        cfg = config_from_args(a, a.mode).validate()
         pair = load_pair(a.model, a.draft, a.mode, progress=log)
         ids = encode_prompt(pair.tokenizer, a.prompt, not a.no_chat_template)
         for ev in stream(pair, ids, cfg):

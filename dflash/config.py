@@ -20,6 +20,7 @@ class GenerationConfig:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int = 0
+    adaptive: bool = False  # DFlash: choose each cycle's verify length (<= block_size) from measured costs
 
     def validate(self, drafter_block_size: int | None = None) -> "GenerationConfig":
         """Raise ValueError naming the bad value; return self when all is well."""

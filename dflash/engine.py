@@ -19,6 +19,7 @@ import mlx.core as mx
 
 from .config import GenerationConfig
 from .events import Cycle, Event, Prefill, Summary, Token
+from .policy import Planner, measure_costs
 from .sampling import Sampler
 
 
@@ -76,6 +77,11 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
             f"prompt ({len(prompt_ids)} tokens) + max_tokens ({cfg.max_tokens}) exceeds the "
             f"target's context of {target.max_context} tokens")
 
+    planner = None
+    if dflash and cfg.adaptive:  # verify length per cycle from measured costs (policy.py)
+        if pair.costs is None or pair.costs.get("block_size") != B:
+            pair.costs = dict(measure_costs(pair, B), block_size=B)
+        planner = Planner(pair.costs, B)
     sampler = Sampler(cfg.temperature, cfg.top_p, cfg.seed)
     out = _Output(pair.tokenizer, cfg.max_tokens)
     cache = target.make_cache()
@@ -94,13 +100,16 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
         if cancel is not None and cancel.is_set():
             out.finish = "cancelled"
             break
-        if dflash:
+        k = planner.next_k() if planner else B
+        if k > 1:
             drafted, acc, committed, times = _dflash_cycle(
-                target, drafter, cache, dcache, sampler, out, staged, B, extend)
+                target, drafter, cache, dcache, sampler, out, staged, k, extend)
         else:
-            drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged)
+            drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged, extend)
+        if planner:
+            planner.observe(k, acc)
         total_accepted += acc
-        c = Cycle(len(cycles), B, drafted, acc, committed, *times, perf_counter() - t0,
+        c = Cycle(len(cycles), k, drafted, acc, committed, *times, perf_counter() - t0,
                   len(out.ids), total_accepted)
         cycles.append(c)
         staged = committed[-1].id if committed else staged
@@ -137,11 +146,13 @@ def _dflash_cycle(target, drafter, cache, dcache, sampler, out, staged, B, exten
     return tuple(drafted), acc, committed, times
 
 
-def _target_cycle(target, cache, sampler, out, staged):
+def _target_cycle(target, cache, sampler, out, staged, extend=None):
     t = perf_counter()
-    logits, _, _ = target.forward(mx.array([[staged]]), cache)
+    logits, feats, _ = target.forward(mx.array([[staged]]), cache)
     nxt = sampler.sample(logits[0, -1]).item()
     committed = out.emit([(nxt, "target", None)])
+    if extend is not None:  # a plain step inside a DFlash run: the drafter still sees it
+        extend(feats)
     return (), 0, committed, (0.0, perf_counter() - t, 0.0)
 
 

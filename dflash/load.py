@@ -21,6 +21,7 @@ class Pair:
     tokenizer: object  # mlx_lm TokenizerWrapper
     model_id: str
     draft_id: Optional[str]
+    costs: Optional[dict] = None  # measured forward costs, for adaptive verify lengths (policy.py)
 
 
 def resolve(path_or_repo: str, what: str, progress: Callable[[str], None] = print) -> Path:

@@ -1,8 +1,8 @@
 """Verify length from measured costs: the k that maximises expected tokens per second.
 
-The drafter always fills its full block (it was trained on B positions); the target verifies
-only [staged, d_1..d_{k-1}]. Whether draft i is accepted does not depend on k, so one acceptance
-profile measured at B serves every k:  E[tokens | k] = 1 + sum_{i=1}^{k-1} P(first i accepted).
+Whether draft i is accepted hardly depends on the block length, so one acceptance profile serves
+every k:  E[tokens | k] = 1 + sum_{i=1}^{k-1} P(first i accepted), and the best k maximises
+E[tokens | k] / (t_verify(k) + t_draft). When no k beats a plain target step, a plain step runs.
 """
 
 from __future__ import annotations
@@ -37,3 +37,74 @@ def choose_verify_length(per_position: Sequence[float], verify_ms: dict[int, flo
         return None
     best = max(candidates, key=rate)
     return best if rate(best) >= noise / step_ms else None
+
+
+def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3) -> dict:
+    """Median ms of a target step, a k-token verify (k = 2..block_size) and a drafter pass,
+    on a `context`-token cache: what `Planner` weighs. Measured once per pair."""
+    import time
+
+    import mlx.core as mx
+
+    target, drafter = pair.target, pair.drafter
+    ids = mx.array([[(7 * i) % 1000 + 10 for i in range(context)]])
+    cache, dcache = target.make_cache(), drafter.make_cache()
+    _, feats, _ = target.forward(ids, cache)
+    drafter.extend_context(feats, dcache)
+    mx.eval([c.state for c in cache], [c.state for c in dcache])
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(reps + 1):  # the first run warms up kernels
+            t = time.perf_counter()
+            mx.eval(fn())
+            times.append((time.perf_counter() - t) * 1000)
+        return sorted(times[1:])[reps // 2]
+
+    def verify(k):
+        def run():
+            logits, _, tapes = target.forward(ids[:, :k], cache, record=target.is_hybrid)
+            out = mx.argmax(logits, -1)
+            mx.eval(out)
+            target.rollback(cache, tapes, k, 0)
+            return out
+        return run
+
+    verify_ms = {k: timed(verify(k)) for k in range(1, block_size + 1)}
+    draft_ms = timed(lambda: drafter.propose(target, 5, block_size, dcache))
+    return {"step_ms": verify_ms.pop(1), "verify_ms": verify_ms, "draft_ms": draft_ms}
+
+
+class Planner:
+    """Picks each cycle's verify length from measured costs and the acceptance seen so far.
+
+    k = 1 means a plain target step (nothing drafted). Every `probe_every` cycles a full block is
+    drafted anyway, so the acceptance profile stays observed while plain steps win.
+    """
+
+    def __init__(self, costs: dict, block_size: int, probe_every: int = 8, prior: float = 1.0):
+        self.costs, self.B, self.probe_every = costs, block_size, probe_every
+        self.accepted = [prior] * (block_size - 1)  # pseudo-counts: start out optimistic
+        self.offered = [prior] * (block_size - 1)
+        self.cycles = 0
+
+    def observe(self, k: int, acc: int) -> None:
+        self.cycles += 1
+        for i in range(k - 1):  # position i+1 was verified; accepted if acc > i
+            self.offered[i] += 1
+            self.accepted[i] += acc > i
+
+    def per_position(self) -> list[float]:
+        """P(first i drafts accepted), i = 1..B-1, from per-position conditional rates."""
+        p, out = 1.0, []
+        for i in range(self.B - 1):
+            p *= self.accepted[i] / self.offered[i]
+            out.append(p)
+        return out
+
+    def next_k(self) -> int:
+        if self.cycles % self.probe_every == 0:
+            return self.B
+        k = choose_verify_length(self.per_position(), self.costs["verify_ms"],
+                                 self.costs["draft_ms"], self.costs["step_ms"])
+        return k or 1

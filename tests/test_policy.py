@@ -1,0 +1,60 @@
+"""Adaptive verify length: picks k from costs and acceptance, falls back to plain steps, and
+never changes the output."""
+
+import random
+
+from dflash.config import GenerationConfig
+from dflash.engine import stream
+from dflash.policy import Planner, choose_verify_length, measure_costs
+from tests.test_engine import OracleDrafter
+from tests.tiny import VOCAB, tiny_drafter, tiny_pair
+
+COSTS = {"step_ms": 10.0, "verify_ms": {k: 10.0 + 1.5 * k for k in range(2, 17)}, "draft_ms": 4.0}
+
+
+def test_choose_verify_length():
+    sure = [0.95 ** i for i in range(1, 16)]
+    assert choose_verify_length(sure, COSTS["verify_ms"], 4.0, 10.0) == 16
+    assert choose_verify_length([0.0] * 15, COSTS["verify_ms"], 4.0, 10.0) is None
+    short = [0.9, 0.5] + [0.0] * 13  # only the first two drafts ever land
+    assert choose_verify_length(short, COSTS["verify_ms"], 4.0, 10.0) in (2, 3)
+
+
+def test_planner_probes_while_plain_steps_win():
+    p = Planner(COSTS, 16, probe_every=4)
+    ks = []
+    for _ in range(12):
+        k = p.next_k()
+        ks.append(k)
+        p.observe(k, 0)  # nothing is ever accepted
+    assert ks[0] == 16 and ks.count(16) == 3 and ks.count(1) == 9
+
+
+def run(pair, prompt, **kw):
+    events = list(stream(pair, prompt, GenerationConfig(**kw)))
+    return [e for e in events if e.kind == "cycle"], events[-1]
+
+
+def test_adaptive_is_lossless_and_adapts():
+    rng = random.Random(0)
+    pair = tiny_pair("qwen3", seed=3)
+    pair.target.tap_ids = [0]
+    pair.tokenizer.eos_token_ids = {VOCAB}
+    prompt = [9, 14, 22, 31]
+    _, plain = run(pair, prompt, mode="target", max_tokens=80)
+    reference = prompt + list(plain.token_ids) + [0] * 16
+    for error_rate, expect_k in ((0.0, 16), (1.0, 1)):
+        pair.drafter = OracleDrafter(reference, 16, error_rate, rng)
+        pair.costs = dict(COSTS, block_size=16)
+        cycles, fast = run(pair, prompt, max_tokens=80, adaptive=True)
+        assert fast.token_ids == plain.token_ids
+        ks = [c.block_size for c in cycles]
+        assert ks.count(expect_k) > len(ks) / 2, ks
+
+
+def test_costs_are_measured_on_the_pair():
+    pair = tiny_pair("qwen3_5", tiny_drafter(block_size=4))
+    costs = measure_costs(pair, 4, context=16, reps=1)
+    assert set(costs["verify_ms"]) == {2, 3, 4} and costs["step_ms"] > 0 and costs["draft_ms"] > 0
+    _, s = run(pair, [5, 6, 7], max_tokens=10, adaptive=True)  # measures, then runs
+    assert pair.costs["block_size"] == 4 and s.tokens == 10
