@@ -11,6 +11,7 @@ stdout, and with `--out FILE.json` the JSON document plus a plot next to it (FIL
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from .cli import add_generation_args, add_model_args
+from .cli import add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
 from .events import Cycle, Summary
 from .registry import ASSETS
@@ -288,13 +289,12 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
     if cfg.mode != "dflash":
         raise ValueError(f"bench compares DFlash with target-only; cfg.mode must be 'dflash' (got {cfg.mode!r})")
     B = cfg.block_size or pair.drafter.block_size
-    cfg = GenerationConfig("dflash", cfg.max_tokens, B, cfg.temperature, cfg.top_p, cfg.seed).validate(
-        pair.drafter.block_size)
+    cfg = replace(cfg, block_size=B).validate(pair.drafter.block_size)
     encoded = {s: [(p["id"], encode_prompt(pair.tokenizer, p["prompt"])) for p in ps] for s, ps in suites.items()}
     first = next(iter(encoded.values()))[0][1]
 
     log(f"warm-up ({min(cfg.max_tokens, WARMUP_TOKENS)} tokens per mode)")
-    warm = GenerationConfig("dflash", min(cfg.max_tokens, WARMUP_TOKENS), B, cfg.temperature, cfg.top_p, cfg.seed)
+    warm = replace(cfg, max_tokens=min(cfg.max_tokens, WARMUP_TOKENS))
     bench_prompt(pair, first, warm, 1, peer)
 
     rows = []
@@ -564,7 +564,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
             raise ValueError(f"--profile-reps must be >= 1 (got {a.profile_reps})")
         if a.prompts_limit is not None and a.prompts_limit < 1:
             raise ValueError(f"--prompts-limit must be >= 1 (got {a.prompts_limit})")
-        cfg = GenerationConfig("dflash", a.max_tokens, a.block_size, a.temperature, a.top_p, a.seed).validate()
+        cfg = config_from_args(a).validate()
         suites = load_suites(list(SUITES) if a.suite == "all" else [a.suite], a.prompts, a.prompts_limit)
         if load is None:
             from .load import load_pair as load
@@ -575,7 +575,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         doc = {"schema": SCHEMA, "environment": environment(pair, argv)}
         doc["settings"] = {
             "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites), "target_dtype": a.target_dtype,
-            "max_tokens": cfg.max_tokens, "block_size": cfg.block_size or pair.drafter.block_size,
+            "max_tokens": cfg.max_tokens, "block_size": cfg.block_size or pair.drafter.block_size, "adaptive": cfg.adaptive,
             "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
             "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",
