@@ -26,7 +26,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
@@ -84,7 +84,6 @@ class TrainConfig:
     dtype: str = "float32"  # forward/backward dtype; the master weights stay float32
     cache_features: bool = False
     compile: bool = True
-    extra: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -609,7 +608,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         return _metrics(float(np.mean(losses)), tot)
 
     log = _Log(out / LOG_FILE)
-    run_info = {"data": ds.meta, "config": {k: v for k, v in asdict(cfg).items() if k != "extra"}}
+    run_info = {"data": ds.meta, "config": asdict(cfg)}
 
     def save():
         save_checkpoint(out, drafter, opt, step, total, dict(run_info, train_seconds=t_train))
@@ -813,64 +812,57 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_eval(args, say) -> int:
+    from .load import load_pair
+
+    pair = load_pair(args.target, args.draft or args.out, progress=say)
+    prompts, per_cat = [], {}
+    for cat, text in read_prompts(args.eval):
+        per_cat[cat] = per_cat.get(cat, 0) + 1
+        if not args.eval_limit or per_cat[cat] <= args.eval_limit:
+            prompts.append((cat, text))
+    if Path(args.prompts).exists():
+        overlap = {p for _, p in prompts} & {p for _, p in read_prompts(args.prompts)}
+        if overlap:
+            say(f"warning: {len(overlap)} eval prompts also occur in {args.prompts}")
+    res = evaluate(pair, prompts, args.eval_max_tokens, progress=say)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "eval.json").write_text(json.dumps(res, indent=2) + "\n")
+    print(format_eval(res))
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     t_main = time.perf_counter()
     args = build_parser().parse_args(argv)
-    out = Path(args.out)
     say = lambda s: print(s, file=sys.stderr, flush=True)
     if args.eval is not None:
-        from .load import load_pair
-
-        pair = load_pair(args.target, args.draft or str(out), progress=say)
-        prompts = read_prompts(args.eval)
-        if args.eval_limit:
-            seen: dict[str, int] = {}
-            prompts = [(c, p) for c, p in prompts if (seen := {**seen, c: seen.get(c, 0) + 1})[c] <= args.eval_limit]
-        train_file = Path(args.prompts)
-        if train_file.exists():
-            overlap = {p for _, p in prompts} & {p for _, p in read_prompts(train_file)}
-            if overlap:
-                say(f"warning: {len(overlap)} eval prompts also occur in {train_file}")
-        res = evaluate(pair, prompts, args.eval_max_tokens, progress=say)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "eval.json").write_text(json.dumps(res, indent=2) + "\n")
-        print(format_eval(res))
-        return 0
+        return _run_eval(args, say)
 
     from .load import load_target
     from .registry import BUILTIN_TARGET
     from .target import Target
 
     lm, tokenizer, model_type = load_target(args.target or BUILTIN_TARGET, progress=say)
-    target = Target(lm, model_type, [])
-    data = Path(args.data) if args.data else out / DATA_FILE
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data) if args.data else out / DATA_FILE
     ds = Dataset.load(data) if data.exists() else None
     if ds is None or not (ds.meta.get("complete") or args.resume):
         prompts = read_prompts(args.prompts)
-        rng = np.random.default_rng(args.seed)
-        prompts = [prompts[i] for i in rng.permutation(len(prompts))][: args.max_prompts]
+        order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
+        prompts = [prompts[i] for i in order][: args.max_prompts]
         t0 = time.perf_counter()
         ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
                            time_limit=args.gen_time_limit, progress=say)
-        n_resp = int(ds.lengths.sum() - ds.prompt_lens.sum())
-        say(f"data: {len(ds)} answers, {n_resp} response tokens in {time.perf_counter() - t0:.0f}s -> {data}")
+        say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
+            f"tokens in {time.perf_counter() - t0:.0f}s -> {data}")
     if args.generate_only:
         return 0
-    cfg = TrainConfig(
-        out=str(out), layers=args.layers, intermediate_size=args.intermediate_size,
-        num_taps=args.num_taps, taps=args.taps, block_size=args.block_size,
-        mask_token_id=args.mask_token_id, init=args.init, max_new_tokens=args.max_new_tokens,
-        gen_batch=args.gen_batch, max_prompts=args.max_prompts, seq_len=args.seq_len,
-        batch_seqs=args.batch_seqs, anchors=args.anchors, steps=args.steps,
-        train_seconds=args.train_seconds, lr=args.lr, min_lr_ratio=args.min_lr_ratio,
-        warmup=args.warmup, weight_decay=args.weight_decay, clip=args.clip, gamma=args.gamma,
-        val_frac=args.val_frac, seed=args.seed, save_every=args.save_every,
-        log_every=args.log_every,
-        time_limit=args.time_limit and args.time_limit - (time.perf_counter() - t_main), stop_after=args.stop_after, save_dtype=args.save_dtype, dtype=args.dtype,
-        cache_features=args.cache_features,
-        compile=args.compile)
-    train(target, tokenizer, ds, cfg, resume=args.resume, progress=say)
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    if cfg.time_limit:  # the limit counts from the command's start
+        cfg.time_limit -= time.perf_counter() - t_main
+    train(Target(lm, model_type, []), tokenizer, ds, cfg, resume=args.resume, progress=say)
     return 0
 
 

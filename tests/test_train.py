@@ -13,7 +13,7 @@ from dflash.drafter import load_drafter
 from dflash.engine import stream
 from dflash.load import Pair
 from dflash.target import Target
-from tests.tiny import VOCAB, FakeTokenizer, tiny_model
+from tests.tiny import CONFIGS, EOS, VOCAB, FakeTokenizer, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +126,28 @@ def test_lr_schedule_and_parser():
     assert T.lr_at(c, 100, 100) == pytest.approx(0.1)
     a = T.build_parser().parse_args(["--out", "o", "--taps", "1,7", "--eval"])
     assert a.taps == [1, 7] and a.eval.endswith("eval.jsonl")
+
+
+def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
+    from mlx.utils import tree_flatten
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    model_dir, run = tmp_path / "model", str(tmp_path / "run")
+    model_dir.mkdir()
+    mx.save_safetensors(str(model_dir / "model.safetensors"),
+                        dict(tree_flatten(tiny_model("llama").parameters())))
+    (model_dir / "config.json").write_text(json.dumps(dict(CONFIGS["llama"], eos_token_id=EOS)))
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}").save_pretrained(str(model_dir))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"category": c, "prompt": p}) + "\n" for c, p in
+                               [("a", "t5 t9"), ("b", "t7 t30 t31"), ("a", "t10"), ("b", "t11")] * 3))
+    common = ["--target", str(model_dir), "--out", run, "--prompts", str(prompts)]
+    assert T.main(common + ["--max-new-tokens", "16", "--layers", "1", "--block-size", "4",
+                            "--mask-token-id", "63", "--taps", "0,2", "--steps", "5",
+                            "--batch-seqs", "2", "--anchors", "2", "--no-compile"]) == 0
+    assert T.main(common + ["--eval", str(prompts), "--eval-limit", "1", "--eval-max-tokens", "8"]) == 0
+    res = json.loads((tmp_path / "run" / "eval.json").read_text())
+    assert res["overall"]["prompts"] == 2 and res["overall"]["identical"] == 2
