@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run that trained assets/smollm2-135m-instruct-dflash (scripts/gpu_train.md says how
+# The GPU run that trained assets/smollm2-135m-instruct-dflash (assets/train/gpu_train.md says how
 # each phase was called). Run from the repo root on the device machine, phases back to back
 # while it stays warm (/tmp survives between calls only then).
 #   part1  carry .dtrain/a .dtrain/g1   MLX CUDA part 1, GGUF part 1, SmolLM2 config+tokenizer
