@@ -85,8 +85,8 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     sampler = Sampler(cfg.temperature, cfg.top_p, cfg.seed)
     out = _Output(pair.tokenizer, cfg.max_tokens)
     cache = target.make_cache()
-    dcache = drafter.make_cache() if dflash else None
-    extend = (lambda feats: drafter.extend_context(feats, dcache)) if dflash else None
+    context = _DraftContext(drafter) if dflash else None
+    extend = context.add if dflash else None
 
     t0 = perf_counter()
     staged = sampler.sample(target.prefill(prompt_ids, cache, on_chunk=extend)).item()
@@ -103,7 +103,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
         k = planner.next_k() if planner else B
         if k > 1:
             drafted, acc, committed, times = _dflash_cycle(
-                target, drafter, cache, dcache, sampler, out, staged, k, extend)
+                target, drafter, cache, context, sampler, out, staged, k)
         else:
             drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged, extend)
         if planner:
@@ -118,10 +118,10 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     yield _summary(cfg, B, out, cycles, len(prompt_ids), ttft, perf_counter() - t0)
 
 
-def _dflash_cycle(target, drafter, cache, dcache, sampler, out, staged, B, extend):
+def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
     t = perf_counter()
     # draft: one drafter pass over [staged, MASK...] -> logits for d_1..d_{B-1}
-    drafted, q = sampler.draft(drafter.propose(target, staged, B, dcache))
+    drafted, q = sampler.draft(drafter.propose(target, staged, B, context.cache()))
     mx.eval(drafted)
     t_draft = perf_counter()
 
@@ -139,11 +139,28 @@ def _dflash_cycle(target, drafter, cache, dcache, sampler, out, staged, B, exten
     # rollback: caches keep staged + d_1..d_acc; the drafter sees their features next cycle
     if out.finish is None:
         target.rollback(cache, tapes, B, acc + 1)
-        extend(feats[:, : acc + 1])
+        context.add(feats[:, : acc + 1])
         if tapes:
             mx.eval([c.state for c in cache])
     times = (t_draft - t, t_verify - t_draft, perf_counter() - t_verify)
     return tuple(drafted), acc, committed, times
+
+
+class _DraftContext:
+    """The drafter's context cache, fed lazily: features of committed positions wait here
+    until the next draft needs them (plain target steps then cost the drafter nothing)."""
+
+    def __init__(self, drafter):
+        self.drafter, self._cache, self.pending = drafter, drafter.make_cache(), []
+
+    def add(self, features: mx.array) -> None:
+        self.pending.append(features)
+
+    def cache(self) -> list:
+        if self.pending:
+            self.drafter.extend_context(mx.concatenate(self.pending, axis=1), self._cache)
+            self.pending = []
+        return self._cache
 
 
 def _target_cycle(target, cache, sampler, out, staged, extend=None):

@@ -82,21 +82,19 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 2) -> d
 class Planner:
     """Picks each cycle's verify length from measured costs and the acceptance seen so far.
 
-    k = 1 means a plain target step (nothing drafted). Every `probe_every` cycles a full block is
-    drafted anyway, so the acceptance profile stays observed while plain steps win.
+    k = 1 means a plain target step (nothing drafted). A full block is drafted now and then
+    anyway (a probe), so the acceptance profile stays observed while plain steps win; while
+    probes keep losing, they come at doubling intervals (8, 16, ... 64 cycles), so a drafter
+    that does not pay costs a few percent at most.
     """
 
-    def __init__(self, costs: dict, block_size: int, probe_every: int = 8, prior: float = 1.0):
-        self.costs, self.B, self.probe_every = costs, block_size, probe_every
+    def __init__(self, costs: dict, block_size: int, probe_every: int = 8, max_interval: int = 64,
+                 prior: float = 1.0):
+        self.costs, self.B = costs, block_size
+        self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
         self.accepted = [prior] * (block_size - 1)  # pseudo-counts: start out optimistic
         self.offered = [prior] * (block_size - 1)
-        self.cycles = 0
-
-    def observe(self, k: int, acc: int) -> None:
-        self.cycles += 1
-        for i in range(k - 1):  # position i+1 was verified; accepted if acc > i
-            self.offered[i] += 1
-            self.accepted[i] += acc > i
+        self.cycles, self.probe_at, self.choice = 0, 0, None
 
     def per_position(self) -> list[float]:
         """P(first i drafts accepted), i = 1..B-1, from per-position conditional rates."""
@@ -107,8 +105,16 @@ class Planner:
         return out
 
     def next_k(self) -> int:
-        if self.cycles % self.probe_every == 0:
-            return self.B
-        k = choose_verify_length(self.per_position(), self.costs["verify_ms"],
-                                 self.costs["draft_ms"], self.costs["step_ms"])
-        return k or 1
+        return self.B if self.cycles >= self.probe_at else (self.choice or 1)
+
+    def observe(self, k: int, acc: int) -> None:
+        probe = self.cycles >= self.probe_at
+        self.cycles += 1
+        for i in range(k - 1):  # position i+1 was verified; accepted if acc > i
+            self.offered[i] += 1
+            self.accepted[i] += acc > i
+        self.choice = choose_verify_length(self.per_position(), self.costs["verify_ms"],
+                                           self.costs["draft_ms"], self.costs["step_ms"])
+        if probe:
+            self.interval = self.base if self.choice else min(2 * self.interval, self.max_interval)
+            self.probe_at = self.cycles + (self.base if self.choice else self.interval)

@@ -20,14 +20,15 @@ def test_choose_verify_length():
     assert choose_verify_length(short, COSTS["verify_ms"], 4.0, 10.0) in (2, 3)
 
 
-def test_planner_probes_while_plain_steps_win():
-    p = Planner(COSTS, 16, probe_every=4)
+def test_planner_probes_at_doubling_intervals_while_plain_steps_win():
+    p = Planner(COSTS, 16, probe_every=4, max_interval=16)
     ks = []
-    for _ in range(12):
+    for _ in range(60):
         k = p.next_k()
         ks.append(k)
         p.observe(k, 0)  # nothing is ever accepted
-    assert ks[0] == 16 and ks.count(16) == 3 and ks.count(1) == 9
+    probes = [i for i, k in enumerate(ks) if k == 16]
+    assert probes == [0, 9, 26, 43] and set(ks) == {1, 16}
 
 
 def run(pair, prompt, **kw):
