@@ -36,3 +36,22 @@ def test_block_rows_equal_single_token_rows(target):
     alone = [t.forward(mx.array([[b]]), cache)[0][0, -1] for b in block]
     for i, row in enumerate(alone):
         assert mx.array_equal(row, together[0, i]), f"row {i} differs"
+
+
+def test_embedded_pair_dflash_equals_target_only():
+    """The product's promise on the real embedded pair: identical ids, fixed and adaptive blocks."""
+    import json
+
+    from dflash.config import GenerationConfig
+    from dflash.engine import stream
+    from dflash.load import encode_prompt, load_pair
+    from dflash.registry import ASSETS
+
+    pair = load_pair(progress=lambda m: None)
+    rows = [json.loads(l) for l in (ASSETS / "prompts" / "eval.jsonl").read_text().splitlines()]
+    for row in rows[::20]:  # one prompt from each of three categories
+        ids = encode_prompt(pair.tokenizer, row["prompt"])
+        *_, plain = stream(pair, ids, GenerationConfig(mode="target", max_tokens=40))
+        for cfg in (GenerationConfig(max_tokens=40), GenerationConfig(max_tokens=40, adaptive=True)):
+            *_, fast = stream(pair, ids, cfg)
+            assert fast.token_ids == plain.token_ids, row["prompt"]
