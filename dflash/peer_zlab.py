@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from .builtin import cache_dir
+from .builtin import cache_dir, fetch_wheel
 
 NAME = "zlab"
 WHEEL_NAME, WHEEL_VERSION = "dflash", "0.1.0"
@@ -44,24 +43,10 @@ def fetch(progress: Callable[[str], None] = print) -> Path:
     src = source_path()
     if src.is_file():
         return src
-    wheels = cache_dir() / "wheels"
-    found = sorted(wheels.glob(f"{WHEEL_NAME}-{WHEEL_VERSION}-*.whl"))
-    if not found:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               f"{WHEEL_NAME}=={WHEEL_VERSION}", "-d", str(wheels)]
-        progress(f"downloading the z-lab peer {WHEEL_NAME}=={WHEEL_VERSION} into {wheels}")
-        try:
-            subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as e:
-            detail = getattr(e, "stderr", None) or str(e)
-            raise RuntimeError(f"cannot download {WHEEL_NAME}=={WHEEL_VERSION}: "
-                               f"{detail.strip().splitlines()[-1] if detail.strip() else e}") from None
-        found = sorted(wheels.glob(f"{WHEEL_NAME}-{WHEEL_VERSION}-*.whl"))
-        if not found:
-            raise RuntimeError(f"pip download left no {WHEEL_NAME} wheel in {wheels}")
+    wheel = fetch_wheel(WHEEL_NAME, WHEEL_VERSION, progress, "(~30 kB, the z-lab peer)")
     src.parent.mkdir(parents=True, exist_ok=True)
     tmp = src.with_name(src.name + f".tmp{os.getpid()}")
-    with zipfile.ZipFile(found[0]) as z:
+    with zipfile.ZipFile(wheel) as z:
         tmp.write_bytes(z.read(SOURCE_IN_WHEEL))
     os.replace(tmp, src)
     return src

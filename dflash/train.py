@@ -27,7 +27,6 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
-from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -37,7 +36,7 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from .drafter import Drafter, DrafterArgs, default_taps, load_drafter, save_drafter
+from .drafter import Drafter, DrafterArgs, default_taps, save_drafter
 from .registry import ASSETS
 
 DEFAULT_PROMPTS = ASSETS / "prompts" / "train.jsonl"
