@@ -74,7 +74,7 @@ def model_choices(model: Optional[str], draft: Optional[str]) -> dict[str, Optio
     return {**choices, CUSTOM: None}
 
 
-def parse_settings(prompt, max_tokens, block_size, temperature, seed) -> GenerationConfig:
+def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False) -> GenerationConfig:
     """The UI's values as a validated config; ValueError with a message for the user."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type something or pick a preset.")
@@ -89,7 +89,7 @@ def parse_settings(prompt, max_tokens, block_size, temperature, seed) -> Generat
         raise ValueError(f"Block size must be in 2..64 (got {b}).")
     if s < 0:
         raise ValueError(f"Seed must be 0 or more (got {s}).")
-    return GenerationConfig("target", n, b, temp, 1.0, s).validate()
+    return GenerationConfig("target", n, b, temp, 1.0, s, adaptive=bool(adaptive)).validate()
 
 
 class Control:
@@ -189,11 +189,11 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
         return margin
 
     def run(prompt, max_tokens, block_size, temperature, seed, chat, choice, custom_target, custom_draft,
-            request: gr.Request):
+            adaptive, request: gr.Request):
         ctl, session = Control(), request.session_hash
         active[session] = ctl
         try:
-            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed)
+            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive)
             yield from race(ctl, prompt, cfg, bool(chat), pick(choice, custom_target, custom_draft))
         except Exception as e:  # bad input or a failed load: tell the user, keep serving
             if not isinstance(e, ValueError):
@@ -267,6 +267,9 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
                                             elem_id="temperature")
                     seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
                 chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
+                adaptive = gr.Checkbox(False, elem_id="adaptive",
+                                       label="Adaptive verify length (≤ block size, from measured costs; "
+                                             "plain target steps when drafting does not pay)")
         with gr.Row(equal_height=False):
             target_pane = gr.HTML(pane_html(None, "target"), elem_id="target-pane")
             dflash_pane = gr.HTML(pane_html(None, "dflash"), elem_id="dflash-pane")
@@ -285,7 +288,8 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
 
         outputs = [status, target_pane, dflash_pane, verdict, metrics, race_plot, cycles_plot, hist_plot,
                    pos_plot, data]
-        inputs = [prompt, max_tokens, block_size, temperature, seed, chat, model_dd, custom_target, custom_draft]
+        inputs = [prompt, max_tokens, block_size, temperature, seed, chat, model_dd, custom_target, custom_draft,
+                  adaptive]
         run_event = run_btn.click(run, inputs, outputs, api_name="run", concurrency_id="mlx",
                                   concurrency_limit=1, show_progress="minimal")
         stop_btn.click(stop, None, status, cancels=[run_event], api_name="stop", concurrency_limit=None)

@@ -187,6 +187,12 @@ def test_generation_end_to_end(app_url):
     assert len(updates) > 4  # streamed, not only the end
 
 
+def test_adaptive_verify_length(app_url):
+    _, (status, *_, data) = race(client(app_url), adaptive=True, max_tokens=12)
+    assert status.startswith("✓ Done"), status
+    assert data["target"]["token_ids"] == data["dflash"]["token_ids"]
+
+
 def test_bad_input_stop_and_queueing(app_url):
     c = client(app_url)
     assert "empty" in race(c, prompt="   ")[1][0]
