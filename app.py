@@ -176,7 +176,8 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
             if done:
                 update["metrics"] = metrics_html(runs["target"].summary, runs["dflash"].summary)
             last_pane = now
-            yield frame(status=status, **update)
+            # after Stop, never write "Running" over the stop message (updates race the cancel)
+            yield frame(status="■ Stopped." if ctl.stopped else status, **update)
 
     def measure_margin(pair_key, prompt, chat, prefix):
         def work(progress):

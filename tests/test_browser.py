@@ -46,7 +46,13 @@ def test_playground_in_browser(tmp_path):
         page.wait_for_function(f"() => document.querySelector('#prompt textarea').value === {json.dumps(load_presets()['code'])}")
         set_number(page, "max-tokens", 16)
         set_number(page, "block-size", 8)
-        page.click("#run-btn")
+        for _ in range(3):  # right after a Stop the first click can land before Gradio is ready again
+            page.click("#run-btn")
+            try:
+                page.wait_for_function(f"() => !({STATUS})().startsWith('■')", timeout=10_000)
+                break
+            except Exception:
+                continue
         page.wait_for_function(f"() => ({STATUS})().startsWith('✓') || ({STATUS})().startsWith('⚠')",
                                timeout=240_000)
         assert page.evaluate(STATUS).startswith("✓ Done"), page.evaluate(STATUS)
