@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -108,7 +109,11 @@ def _fp32_pays(lm) -> bool:
 
     if mx.default_device() != mx.cpu or blas.loaded is None:
         return False
-    return any(k.endswith(".scales") for k, _ in tree_flatten(lm.parameters()))
+    params = tree_flatten(lm.parameters())
+    if not any(k.endswith(".scales") for k, _ in params):
+        return False
+    fp32_bytes = 8 * sum(v.nbytes for _, v in params)  # <= 8x: 4-bit packed -> float32
+    return fp32_bytes < 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def load_pair(model: Optional[str] = None, draft: Optional[str] = None, mode: str = "dflash",
