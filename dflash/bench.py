@@ -31,6 +31,7 @@ import mlx.core as mx
 from .cli import add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
 from .events import Summary
+from .load import TARGET_DTYPES
 from .registry import ASSETS
 
 SUITES = ("chat", "code", "math")
@@ -544,8 +545,9 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
                    help="also run z-lab's reference MLX implementation (PyPI dflash==0.1.0)")
     p.add_argument("--profile", action="store_true", help="add a one-cycle cost breakdown (first prompt)")
     p.add_argument("--profile-reps", type=int, default=PROFILE_REPS, help="timed repetitions per profile item")
-    p.add_argument("--target-dtype", choices=["auto", "stored", "float32"], default="auto",
-                   help="target weights: as stored, dequantized to float32, or auto (load.py decides)")
+    p.add_argument("--target-dtype", choices=TARGET_DTYPES, default="auto",
+                   help="target weights: as stored, dequantized to float32, half-precision "
+                        "activations, or auto (load.py decides)")
     p.add_argument("--out", metavar="FILE.json", help="write the JSON here and the plot next to it (FILE.html)")
     p.add_argument("--replot", metavar="FILE.json", help="only print the table and write the plot of a saved JSON")
     add_generation_args(p)

@@ -61,15 +61,18 @@ def check_pair(target: Target, drafter: Drafter) -> None:
         raise ValueError("drafter does not fit the target: " + "; ".join(problems))
 
 
-TARGET_DTYPES = ("auto", "stored", "float32")
+TARGET_DTYPES = ("auto", "stored", "float32", "bfloat16", "float16")
 
 
 def load_target(model: str, progress: Callable[[str], None] = print, dtype: str = "auto"):
     """(mlx-lm model, tokenizer, model_type) for a directory, a Hub id or the builtin target.
 
     dtype "float32" dequantizes every quantized layer (exact: the same weights, fp32 arithmetic);
-    "auto" does so only where fp32 verification is cheap (CPU with an optimized BLAS) and the
-    model is small enough to hold in fp32. Target-only and DFlash always share one choice.
+    "bfloat16" / "float16" keep quantized layers as stored and cast the float parameters (norms,
+    scales), so activations run in half precision. "auto": float32 where fp32 verification is
+    cheap (CPU with an optimized BLAS) and the model fits; bfloat16 on a GPU when the checkpoint
+    stores float32 parameters (the builtin GGUF's norms), whose fp32 activations would cost ~2.5x;
+    otherwise as stored. Target-only and DFlash always share one choice.
     """
     from mlx_lm import load
     if dtype not in TARGET_DTYPES:
@@ -91,29 +94,34 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
             f"{', '.join(SUPPORTED_FAMILIES)}")
     progress(f"loading target {model}")
     lm, tokenizer = load(str(path))
-    if dtype == "float32" or (dtype == "auto" and _fp32_pays(lm)):
+    if dtype == "auto":
+        dtype = _auto_dtype(lm)
+    if dtype == "float32":
         from mlx_lm.utils import dequantize_model
 
         progress("dequantizing the target to float32 (fast block verification on this CPU)")
         lm = dequantize_model(lm)
         lm.set_dtype(mx.float32)
-        mx.eval(lm.parameters())
+    elif dtype in ("bfloat16", "float16"):
+        lm.set_dtype(getattr(mx, dtype))
+    mx.eval(lm.parameters())
     return lm, tokenizer, model_type
 
 
-def _fp32_pays(lm) -> bool:
-    """CPU + OpenBLAS (dflash.blas): a 16-token fp32 forward costs ~2.5x a 1-token one (4-bit: ~14x)."""
+def _auto_dtype(lm) -> str:
     from mlx.utils import tree_flatten
 
     from . import blas
 
-    if mx.default_device() != mx.cpu or blas.loaded is None:
-        return False
     params = tree_flatten(lm.parameters())
-    if not any(k.endswith(".scales") for k, _ in params):
-        return False
+    if mx.default_device() != mx.cpu:
+        return "bfloat16" if any(v.dtype == mx.float32 for _, v in params) else "stored"
+    # CPU + OpenBLAS (dflash.blas): a 16-token fp32 forward costs ~2.5x a 1-token one (4-bit: ~14x)
+    if blas.loaded is None or not any(k.endswith(".scales") for k, _ in params):
+        return "stored"
     fp32_bytes = 8 * sum(v.nbytes for _, v in params)  # <= 8x: 4-bit packed -> float32
-    return fp32_bytes < 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    fits = fp32_bytes < 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return "float32" if fits else "stored"
 
 
 def load_pair(model: Optional[str] = None, draft: Optional[str] = None, mode: str = "dflash",

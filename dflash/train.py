@@ -37,6 +37,7 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 from .drafter import Drafter, DrafterArgs, default_taps, save_drafter
+from .load import TARGET_DTYPES
 from .registry import ASSETS
 
 DEFAULT_PROMPTS = ASSETS / "prompts" / "train.jsonl"
@@ -148,14 +149,45 @@ class Dataset:
                    np.asarray(prompt_index, np.int32), np.asarray(categories, dtype=str), meta)
 
 
-def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
-                  max_new_tokens: int, batch_size: int, save_every_s: float = 60.0,
-                  time_limit: Optional[float] = None,
-                  progress: Callable[[str], None] = print) -> Dataset:
-    """Greedy answers of `model` to every prompt, batched; saved to `path` (partial saves resume).
-    After `time_limit` seconds it stops and returns the answers finished so far."""
-    from mlx_lm.generate import BatchGenerator
+def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int,
+                 stop_ids: list[int]) -> list[list[int]]:
+    """Greedy answers to a batch of prompts in lockstep: left-padded (mlx-lm's BatchKVCache keeps
+    each row's positions and masks its padding), one fixed-shape forward per token for the whole
+    batch, no per-row work on the host. An answer ends with its stop token (kept: it is the
+    target's own next token) or at max_new_tokens."""
+    from mlx_lm.models.cache import BatchKVCache
 
+    width = max(map(len, prompts))
+    pad = [width - len(p) for p in prompts]
+    ids = mx.array([[0] * k + p for k, p in zip(pad, prompts)])
+    cache = [BatchKVCache(pad) for _ in model.layers]
+    stops = mx.array(stop_ids)
+    y = mx.argmax(model(ids, cache=cache)[:, -1], -1)
+    out, done = [], mx.zeros(len(prompts), dtype=mx.bool_)
+    for i in range(max_new_tokens):
+        out.append(y)
+        done = done | (y[:, None] == stops).any(-1)
+        if i + 1 == max_new_tokens:
+            break
+        nxt = mx.argmax(model(y[:, None], cache=cache)[:, -1], -1)
+        mx.async_eval(nxt, done)  # the device runs ahead while the host checks, now and then,
+        if i % 16 == 15 and done.all().item():  # whether every row has stopped
+            break
+        y = nxt
+    tokens = np.array(mx.stack(out, 1))
+    answers = []
+    for row in tokens:
+        hit = np.flatnonzero(np.isin(row, stop_ids))
+        answers.append(row[: hit[0] + 1 if len(hit) else len(row)].tolist())
+    return answers
+
+
+def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
+                  max_new_tokens: int, batch_size: int, time_limit: Optional[float] = None,
+                  progress: Callable[[str], None] = print) -> Dataset:
+    """Greedy answers of `model` to every prompt, in batches of similar prompt length; saved to
+    `path` after each batch (a partial file resumes). After `time_limit` seconds it stops and
+    returns the answers finished so far."""
     from .load import encode_prompt
 
     meta = {"max_new_tokens": max_new_tokens, "n_prompts": len(prompts), "complete": False}
@@ -173,35 +205,25 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
         ds.save(path)
         return ds
 
-    todo = [i for i in range(len(prompts)) if i not in done]
-    encoded = {i: encode_prompt(tokenizer, prompts[i][1]) for i in todo}
-    gen = BatchGenerator(model, max_tokens=max_new_tokens,
-                         stop_tokens=[[t] for t in tokenizer.eos_token_ids],
-                         completion_batch_size=batch_size,
-                         prefill_batch_size=min(batch_size, 64))
-    uids = gen.insert([encoded[i] for i in todo])
-    by_uid = dict(zip(uids, todo))
-    answers: dict[int, list[int]] = {u: [] for u in uids}
+    encoded = {i: encode_prompt(tokenizer, prompts[i][1]) for i in range(len(prompts)) if i not in done}
+    todo = sorted(encoded, key=lambda i: len(encoded[i]))  # little padding inside a batch
+    stop_ids = sorted(tokenizer.eos_token_ids)
     bar = _bar(len(todo), "generating")
-    t_save, n_tok, t0 = time.perf_counter(), 0, time.perf_counter()
-    while responses := gen.next_generated():
-        for r in responses:
-            answers[r.uid].append(r.token)  # the stop token too: the target's own next token
-            n_tok += 1
-            if r.finish_reason is not None:
-                i = by_uid[r.uid]
-                done[i] = (encoded[i] + answers.pop(r.uid), len(encoded[i]))
-                bar.update(1)
-        if time.perf_counter() - t_save > save_every_s:
-            save(False)
-            t_save = time.perf_counter()
-        if time_limit and time.perf_counter() - t0 > time_limit:
+    n_tok, t0 = 0, time.perf_counter()
+    for s in range(0, len(todo), batch_size):
+        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
             progress(f"\ngeneration stopped at its time limit: {len(done)}/{len(prompts)} answers")
             break
+        batch = todo[s : s + batch_size]
+        for i, answer in zip(batch, greedy_batch(model, [encoded[i] for i in batch],
+                                                 max_new_tokens, stop_ids)):
+            done[i] = (encoded[i] + answer, len(encoded[i]))
+            n_tok += len(answer)
+        save(False)
+        bar.update(len(batch))
         bar.set_postfix_str(f"{n_tok / (time.perf_counter() - t0):.0f} tok/s", refresh=False)
     bar.close()
-    gen.close()
-    return save(not answers)
+    return save(len(done) == len(prompts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,26 +495,26 @@ def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
 
 class Features:
     """The target's tapped features of sequences, computed per batch or (cache=True) once for the
-    whole data set and kept on the device in float16 (the dtype the engine's drafter reads)."""
+    whole data set and kept on the device in float16 (the dtype the engine's drafter reads), in
+    parts of S sequences: one array of n x L x F would need twice its size while concatenating."""
 
     def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress):
-        self.target, self.cached = target, None
+        self.target, self.parts, self.S = target, None, S
         if cache:
-            n, parts, bar = len(ds), [], _bar(len(ds), "features")
+            n, self.parts, bar = len(ds), [], _bar(len(ds), "features")
+            progress(f"caching features: {n} x {L} x {len(target.tap_ids) * target.hidden_size} "
+                     f"float16 = {n * L * len(target.tap_ids) * target.hidden_size * 2 / 2**30:.1f} GiB")
             for s in range(0, n, S):
                 idx = np.arange(s, s + S) % n  # fixed shape: the last batch wraps around
-                parts.append(target_features(target, mx.array(_pad(ds, idx, L, pad_id)))
-                             [: min(S, n - s)].astype(mx.float16))
-                mx.eval(parts[-1])
+                self.parts.append(target_features(target, mx.array(_pad(ds, idx, L, pad_id)))
+                                  [: min(S, n - s)].astype(mx.float16))
+                mx.eval(self.parts[-1])
                 bar.update(min(S, n - s))
             bar.close()
-            self.cached = mx.concatenate(parts)
-            mx.eval(self.cached)
-            progress(f"cached features: {self.cached.shape}, {self.cached.nbytes / 2**30:.1f} GiB")
 
     def __call__(self, seqs: np.ndarray, ids: np.ndarray) -> mx.array:
-        if self.cached is not None:
-            return self.cached[mx.array(seqs)]
+        if self.parts is not None:
+            return mx.stack([self.parts[i // self.S][i % self.S] for i in seqs.tolist()])
         return target_features(self.target, mx.array(ids))
 
 
@@ -763,8 +785,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-prompts", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=c.max_new_tokens)
     p.add_argument("--gen-batch", type=int, default=c.gen_batch, help="sequences generated at once")
+    p.add_argument("--target-dtype", choices=TARGET_DTYPES, default="auto",
+                   help="the target's dtype for data and features (load.py; auto: as the engine)")
     p.add_argument("--gen-time-limit", type=float, default=None,
-                   help="stop generating after this many seconds and train on what is there")
+                   help="stop generating after this many seconds and train on what is there "
+                        "(0: no more generation)")
     g = p.add_argument_group("drafter")
     g.add_argument("--layers", type=int, default=c.layers)
     g.add_argument("--intermediate-size", type=int, default=None, help="default: the target's")
@@ -842,7 +867,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .registry import BUILTIN_TARGET
     from .target import Target
 
-    lm, tokenizer, model_type = load_target(args.target or BUILTIN_TARGET, progress=say)
+    lm, tokenizer, model_type = load_target(args.target or BUILTIN_TARGET, progress=say,
+                                            dtype=args.target_dtype)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = Path(args.data) if args.data else out / DATA_FILE

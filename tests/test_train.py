@@ -40,12 +40,34 @@ def test_data_is_prompt_plus_greedy_answer(setup):
     assert len(ds) == 16 and ds.meta["complete"]
     again = T.Dataset.load(tmp / "data.npz")
     np.testing.assert_array_equal(again.tokens, ds.tokens)
-    prompt, answer = ds.seq(0)[: ds.prompt_lens[0]], ds.seq(0)[ds.prompt_lens[0] :]
-    assert list(prompt) == tok.encode("hello there")  # sorted by prompt line; no chat template
+    assert list(ds.seq(0)[: ds.prompt_lens[0]]) == tok.encode("hello there")  # no chat template
+    # every row of the left-padded lockstep batch is that prompt's own greedy answer, alone
     pair = Pair(Target(model, "llama", []), None, tok, "tiny", None)
-    *_, t = stream(pair, prompt.tolist(), GenerationConfig(mode="target", max_tokens=24))
-    assert list(answer[:8]) == list(t.token_ids[:8])  # the target's own greedy answer
-    assert (ds.lengths > ds.prompt_lens).all()
+    assert len(set(ds.prompt_lens.tolist())) > 3  # rows really were padded
+    check_greedy_rows(ds, pair, stop=EOS)
+
+
+def test_rows_stop_at_their_own_stop_token(setup, tmp_path):
+    """With a stop token the tiny target really emits, rows end at different steps."""
+    _, model, _, ds = setup
+    tok = FakeTokenizer()
+    tok.eos_token_ids = {int(ds.seq(0)[ds.prompt_lens[0] + 5])}
+    prompts = [("a", p) for p in ("hello there", "what is up", "x", "qrs tuv wxy", "one two", "zzz")]
+    again = T.generate_data(model, tok, prompts, tmp_path / "d.npz", 24, 4, progress=lambda s: None)
+    pair = Pair(Target(model, "llama", []), None, tok, "tiny", None)
+    stopped = check_greedy_rows(again, pair, stop=min(tok.eos_token_ids))
+    assert 0 < stopped < len(again)
+
+
+def check_greedy_rows(ds, pair, stop: int) -> int:
+    stopped = 0
+    for i in range(len(ds)):
+        prompt, answer = ds.seq(i)[: ds.prompt_lens[i]], ds.seq(i)[ds.prompt_lens[i] :].tolist()
+        *_, t = stream(pair, prompt.tolist(), GenerationConfig(mode="target", max_tokens=24))
+        if answer[-1] == stop:  # the stop token is kept in the data, not emitted by the engine
+            answer, stopped = answer[:-1], stopped + 1
+        assert answer == list(t.token_ids), i
+    return stopped
 
 
 def test_training_forward_matches_the_engine_view(setup):
@@ -151,3 +173,16 @@ def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
     assert T.main(common + ["--eval", str(prompts), "--eval-limit", "1", "--eval-max-tokens", "8"]) == 0
     res = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert res["overall"]["prompts"] == 2 and res["overall"]["identical"] == 2
+
+
+def test_cached_features_equal_computed_ones(setup):
+    """The cache is kept in parts of S sequences; any sequence (last, partial part included)
+    reads back the features a fresh pass computes."""
+    _, model, _, ds = setup
+    target = Target(model, "llama", [0, 2])
+    cached = T.Features(target, ds, 64, 5, 0, cache=True, progress=lambda s: None)
+    fresh = T.Features(target, ds, 64, 5, 0, cache=False, progress=lambda s: None)
+    seqs = np.array([15, 0, 7, 4])
+    ids = T._pad(ds, seqs, 64, 0)
+    np.testing.assert_allclose(np.array(cached(seqs, ids)), np.array(fresh(seqs, ids).astype(mx.float16)),
+                               atol=1e-3)

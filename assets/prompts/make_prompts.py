@@ -29,7 +29,7 @@ from pathlib import Path
 
 SEED = 1350
 CATEGORIES = ("chat", "explanation", "code", "math", "lists", "creative")
-TARGET_PER_CATEGORY = 1450
+TARGET_PER_CATEGORY = 6000
 DEFAULT_OUT = Path(__file__).resolve().parent / "train.jsonl"
 
 # Probabilities of decorating a template with a system-like preface / a style suffix.
