@@ -83,7 +83,7 @@ def test_train_is_deduplicated(train):
 
 
 def test_train_size():
-    assert TRAIN.stat().st_size < 2_000_000
+    assert TRAIN.stat().st_size < 5_000_000  # 36,000 prompts: it travels with every device call
 
 
 def test_script_has_many_templates():
