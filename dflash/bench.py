@@ -546,8 +546,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
     p.add_argument("--profile", action="store_true", help="add a one-cycle cost breakdown (first prompt)")
     p.add_argument("--profile-reps", type=int, default=PROFILE_REPS, help="timed repetitions per profile item")
     p.add_argument("--target-dtype", choices=TARGET_DTYPES, default="auto",
-                   help="target weights: as stored, dequantized to float32, half-precision "
-                        "activations, or auto (load.py decides)")
+                   help="target weights: as stored, dequantized to float32, or auto (load.py decides)")
     p.add_argument("--out", metavar="FILE.json", help="write the JSON here and the plot next to it (FILE.html)")
     p.add_argument("--replot", metavar="FILE.json", help="only print the table and write the plot of a saved JSON")
     add_generation_args(p)

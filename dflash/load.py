@@ -61,18 +61,18 @@ def check_pair(target: Target, drafter: Drafter) -> None:
         raise ValueError("drafter does not fit the target: " + "; ".join(problems))
 
 
-TARGET_DTYPES = ("auto", "stored", "float32", "bfloat16", "float16")
+TARGET_DTYPES = ("auto", "stored", "float32")
 
 
 def load_target(model: str, progress: Callable[[str], None] = print, dtype: str = "auto"):
     """(mlx-lm model, tokenizer, model_type) for a directory, a Hub id or the builtin target.
 
     dtype "float32" dequantizes every quantized layer (exact: the same weights, fp32 arithmetic);
-    "bfloat16" / "float16" keep quantized layers as stored and cast the float parameters (norms,
-    scales), so activations run in half precision. "auto": float32 where fp32 verification is
-    cheap (CPU with an optimized BLAS) and the model fits; bfloat16 on a GPU when the checkpoint
-    stores float32 parameters (the builtin GGUF's norms), whose fp32 activations would cost ~2.5x;
-    otherwise as stored. Target-only and DFlash always share one choice.
+    "auto" does so only where fp32 verification is cheap (CPU with an optimized BLAS) and the
+    model fits in a quarter of RAM; otherwise the model runs as stored. Target-only and DFlash
+    always share one choice. (Casting the builtin GGUF's fp32 norms to bf16 on the H200 halves a
+    step but breaks the promise: a token's bf16 logits differ alone and inside a 16-token block,
+    and 7 of 12 bench prompts diverged from target-only; assets/bench/results/h200-smollm2.md.)
     """
     from mlx_lm import load
     if dtype not in TARGET_DTYPES:
@@ -99,12 +99,10 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
     if dtype == "float32":
         from mlx_lm.utils import dequantize_model
 
-        progress("dequantizing the target to float32 (fast block verification on this CPU)")
+        progress("dequantizing the target to float32")
         lm = dequantize_model(lm)
         lm.set_dtype(mx.float32)
-    elif dtype in ("bfloat16", "float16"):
-        lm.set_dtype(getattr(mx, dtype))
-    mx.eval(lm.parameters())
+        mx.eval(lm.parameters())
     return lm, tokenizer, model_type
 
 
@@ -114,10 +112,8 @@ def _auto_dtype(lm) -> str:
     from . import blas
 
     params = tree_flatten(lm.parameters())
-    if mx.default_device() != mx.cpu:
-        return "bfloat16" if any(v.dtype == mx.float32 for _, v in params) else "stored"
     # CPU + OpenBLAS (dflash.blas): a 16-token fp32 forward costs ~2.5x a 1-token one (4-bit: ~14x)
-    if blas.loaded is None or not any(k.endswith(".scales") for k, _ in params):
+    if mx.default_device() != mx.cpu or blas.loaded is None or not any(k.endswith(".scales") for k, _ in params):
         return "stored"
     fp32_bytes = 8 * sum(v.nbytes for _, v in params)  # <= 8x: 4-bit packed -> float32
     fits = fp32_bytes < 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
