@@ -18,19 +18,20 @@ def expected_tokens(per_position: Sequence[float], k: int) -> float:
 
 
 def choose_verify_length(per_position: Sequence[float], verify_ms: dict[int, float],
-                         draft_ms: float, step_ms: float, overhead_ms: float = 0.0,
+                         draft_ms: float | dict[int, float], step_ms: float, overhead_ms: float = 0.0,
                          noise: float = NOISE) -> Optional[int]:
     """The verify length k (2..B) with the highest tokens/s, or None when target-only is faster.
 
     Args:
         per_position: observed per-position acceptance (Summary.per_position_acceptance).
         verify_ms: measured t(k) of a k-token target forward, for the k to consider.
-        draft_ms: one drafter pass over the full block (incl. its lm_head).
+        draft_ms: one drafter pass (incl. its lm_head), per block length k or one for all.
         step_ms: t(1) of the FASTEST target-only configuration on this machine.
         overhead_ms: host time per cycle outside the model forwards (accept, rollback, emit).
     """
     def rate(k: int) -> float:
-        return expected_tokens(per_position, k) / (verify_ms[k] + draft_ms + overhead_ms)
+        draft = draft_ms[k] if isinstance(draft_ms, dict) else draft_ms
+        return expected_tokens(per_position, k) / (verify_ms[k] + draft + overhead_ms)
 
     candidates = [k for k in verify_ms if 2 <= k <= len(per_position) + 1]
     if not candidates:
@@ -42,9 +43,10 @@ def choose_verify_length(per_position: Sequence[float], verify_ms: dict[int, flo
 CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
-def measure_costs(pair, block_size: int, context: int = 128, reps: int = 2) -> dict:
-    """Median ms of a target step, a k-token verify (k = 2..block_size) and a drafter pass,
-    on a `context`-token cache: what `Planner` weighs. Measured once per pair."""
+def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5) -> dict:
+    """Median ms of a target step, and of a k-token verify and a k-token draft (k = 2..block_size;
+    the engine drafts a block of the verify length), on a `context`-token cache: what `Planner`
+    weighs. Measured once per pair."""
     import time
 
     import mlx.core as mx
@@ -74,9 +76,19 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 2) -> d
         return run
 
     ks = [1] + [k for k in CANDIDATE_KS if k < block_size] + [block_size]
-    verify_ms = {k: timed(verify(k)) for k in ks}
-    draft_ms = timed(lambda: drafter.propose(target, 5, block_size, dcache))
+    verify_ms = _monotone({k: timed(verify(k)) for k in ks})
+    draft_ms = _monotone({k: timed(lambda: drafter.propose(target, 5, k, dcache)) for k in ks[1:]})
     return {"step_ms": verify_ms.pop(1), "verify_ms": verify_ms, "draft_ms": draft_ms}
+
+
+def _monotone(ms: dict[int, float]) -> dict[int, float]:
+    """A k-token pass never costs more than a longer one: t(k) = min over k' >= k (timing noise
+    on a short pass must not hide it)."""
+    out, best = {}, float("inf")
+    for k in sorted(ms, reverse=True):
+        best = min(best, ms[k])
+        out[k] = best
+    return dict(sorted(out.items()))
 
 
 class Planner:
@@ -85,22 +97,25 @@ class Planner:
     k = 1 means a plain target step (nothing drafted). A full block is drafted now and then
     anyway (a probe), so the acceptance profile stays observed while plain steps win; while
     probes keep losing, they come at doubling intervals (8, 16, ... 64 cycles), so a drafter
-    that does not pay costs a few percent at most.
+    that does not pay costs a few percent at most. Acceptance counts fade by `decay` per cycle:
+    an answer's opening tokens are often harder to draft than its body, and the estimate must
+    follow that.
     """
 
     def __init__(self, costs: dict, block_size: int, probe_every: int = 8, max_interval: int = 64,
-                 prior: float = 1.0):
+                 prior: float = 1.0, decay: float = 0.97):
         self.costs, self.B = costs, block_size
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
-        self.accepted = [prior] * (block_size - 1)  # pseudo-counts: start out optimistic
-        self.offered = [prior] * (block_size - 1)
+        self.prior, self.decay = prior, decay  # pseudo-counts: with no evidence, optimistic
+        self.accepted = [0.0] * (block_size - 1)
+        self.offered = [0.0] * (block_size - 1)
         self.cycles, self.probe_at, self.choice = 0, 0, None
 
     def per_position(self) -> list[float]:
         """P(first i drafts accepted), i = 1..B-1, from per-position conditional rates."""
         p, out = 1.0, []
-        for i in range(self.B - 1):
-            p *= self.accepted[i] / self.offered[i]
+        for a, o in zip(self.accepted, self.offered):
+            p *= (a + self.prior) / (o + self.prior)
             out.append(p)
         return out
 
@@ -110,9 +125,9 @@ class Planner:
     def observe(self, k: int, acc: int) -> None:
         probe = self.cycles >= self.probe_at
         self.cycles += 1
-        for i in range(k - 1):  # position i+1 was verified; accepted if acc > i
-            self.offered[i] += 1
-            self.accepted[i] += acc > i
+        for i in range(self.B - 1):  # position i+1 was verified if i < k-1; accepted if acc > i
+            self.offered[i] = self.decay * self.offered[i] + (i < k - 1)
+            self.accepted[i] = self.decay * self.accepted[i] + (i < k - 1 and acc > i)
         self.choice = choose_verify_length(self.per_position(), self.costs["verify_ms"],
                                            self.costs["draft_ms"], self.costs["step_ms"])
         if probe:

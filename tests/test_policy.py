@@ -5,7 +5,7 @@ import random
 
 from dflash.config import GenerationConfig
 from dflash.engine import stream
-from dflash.policy import Planner, choose_verify_length, measure_costs
+from dflash.policy import Planner, _monotone, choose_verify_length, measure_costs
 from tests.test_engine import OracleDrafter
 from tests.tiny import VOCAB, tiny_drafter, tiny_pair
 
@@ -20,6 +20,14 @@ def test_choose_verify_length():
     assert choose_verify_length(short, COSTS["verify_ms"], 4.0, 10.0) in (2, 3)
 
 
+def test_draft_cost_per_block_length():
+    p = [0.7 ** i for i in range(1, 16)]
+    verify = {k: 12.0 for k in range(2, 17)}
+    assert choose_verify_length(p, verify, 8.0, 10.0) == 16  # flat costs: the longest block
+    growing = {k: k * k / 8 for k in range(2, 17)}  # a drafter whose pass grows with the block
+    assert 2 < choose_verify_length(p, verify, growing, 10.0) < 16
+
+
 def test_planner_probes_at_doubling_intervals_while_plain_steps_win():
     p = Planner(COSTS, 16, probe_every=4, max_interval=16)
     ks = []
@@ -29,6 +37,26 @@ def test_planner_probes_at_doubling_intervals_while_plain_steps_win():
         p.observe(k, 0)  # nothing is ever accepted
     probes = [i for i, k in enumerate(ks) if k == 16]
     assert probes == [0, 9, 26, 43] and set(ks) == {1, 16}
+
+
+def test_planner_follows_a_change_in_acceptance():
+    """Drafts that fail for a while (an answer's opening) and then land: counts fade, so the
+    planner is drafting again within a few probes, not after the old failures are outvoted."""
+    p = Planner(COSTS, 16, probe_every=4, max_interval=16)
+    for _ in range(60):
+        k = p.next_k()
+        p.observe(k, 0)
+    ks = []
+    for _ in range(40):
+        k = p.next_k()
+        ks.append(k)
+        p.observe(k, k - 1)
+    assert 1 not in ks[1:] and ks[-10:] == [16] * 10, ks
+
+
+def test_monotone_costs():
+    assert _monotone({2: 69.0, 3: 59.5, 4: 68.7, 8: 74.3, 16: 60.0}) == {2: 59.5, 3: 59.5, 4: 60.0,
+                                                                          8: 60.0, 16: 60.0}
 
 
 def run(pair, prompt, **kw):
@@ -56,6 +84,7 @@ def test_adaptive_is_lossless_and_adapts():
 def test_costs_are_measured_on_the_pair():
     pair = tiny_pair("qwen3_5", tiny_drafter(block_size=4))
     costs = measure_costs(pair, 4, context=16, reps=1)
-    assert set(costs["verify_ms"]) == {2, 3, 4} and costs["step_ms"] > 0 and costs["draft_ms"] > 0
+    assert set(costs["verify_ms"]) == set(costs["draft_ms"]) == {2, 3, 4} and costs["step_ms"] > 0
+    assert all(t > 0 for t in costs["draft_ms"].values())
     _, s = run(pair, [5, 6, 7], max_tokens=10, adaptive=True)  # measures, then runs
     assert pair.costs["block_size"] == 4 and s.tokens == 10
