@@ -3,8 +3,8 @@
     python -m dflash train --target builtin:smollm2-135m-instruct --out runs/smol
 
 1. data      the target's own greedy answers to a prompt set (chat template applied), generated in
-             batches with mlx-lm's BatchGenerator and saved as a token file (`data.npz`) that later
-             runs reuse.
+             lockstep batches of similar-length prompts (`greedy_batch`) and saved as a token
+             file (`data.npz`) that later runs reuse.
 2. blocks    random anchors a inside each response. A block is [x_a, MASK x (B-1)] at positions
              a..a+B-1; its context is the target's tapped features of positions < a. Mask slot k
              predicts x_{a+k} (DFLASH.md §3), exactly what the engine asks of the drafter.
