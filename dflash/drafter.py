@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 from mlx_lm.models.cache import KVCache
 from mlx_lm.models.rope_utils import initialize_rope
 
@@ -207,6 +208,7 @@ class Drafter(nn.Module):
         self.hidden_norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.layers = [DecoderLayer(args, t == "sliding_attention") for t in types]
         self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.vocab: Optional[DraftVocab] = None  # propose from a subset of the vocabulary
 
     @property
     def block_size(self) -> int:
@@ -246,12 +248,63 @@ class Drafter(nn.Module):
     def propose(self, target, staged: int, block_size: int, cache: list[KVCache]) -> mx.array:
         """Logits [B-1, V] for block positions 1..B-1, through the target's embedding and head."""
         block = mx.array([staged] + [self.mask_token_id] * (block_size - 1))[None]
-        return target.logits(self(target.embed(block), cache)[0, 1:])
+        h = self(target.embed(block), cache)[0, 1:]
+        return self.vocab.logits(target, h) if self.vocab is not None else target.logits(h)
 
     def _empty(self, h):
         a = self.layers[0].self_attn
         z = mx.zeros((h.shape[0], a.n_kv, 0, a.head_dim), dtype=h.dtype)
         return z, z
+
+
+class DraftVocab:
+    """The token ids the drafter may propose: the most frequent ones in the target's own answers
+    (FR-Spec's frequency-ranked draft vocabulary). The draft's head then reads only these rows of
+    the target's head - on a CPU most of a draft pass is that memory-bound read (49k x 576 fp32
+    for SmolLM2) - while the other logits are -inf. Verification is untouched, so outputs stay
+    exact; a token outside the subset is simply never drafted. Stored as `draft_vocab.npy`
+    (int32) next to the checkpoint; z-lab's loaders ignore it."""
+
+    FILE = "draft_vocab.npy"
+
+    def __init__(self, ids):
+        self.ids = np.asarray(ids, dtype=np.int32)
+        self._rows, self._target = None, None
+
+    def logits(self, target, h: mx.array) -> mx.array:
+        if self._target is not target:  # gathered once per target: [n, H] rows of its head
+            self._rows, self._target = _head_rows(target, mx.array(self.ids)), target
+        sub = h @ self._rows.T
+        full = mx.full((h.shape[0], target.vocab_size), -mx.inf, dtype=sub.dtype)
+        full[:, mx.array(self.ids)] = sub
+        return full
+
+    def save(self, path: Path) -> None:
+        np.save(Path(path) / self.FILE, self.ids)
+
+    @classmethod
+    def load(cls, path: Path, vocab_size: int) -> Optional["DraftVocab"]:
+        f = Path(path) / cls.FILE
+        if not f.exists():
+            return None
+        try:
+            ids = np.load(f)
+        except Exception as e:
+            raise ValueError(f"cannot read {f}: {e}") from None
+        if ids.ndim != 1 or not len(ids) or ids.min() < 0 or ids.max() >= vocab_size:
+            raise ValueError(f"{f}: expected token ids in [0, {vocab_size})")
+        return cls(ids)
+
+
+def _head_rows(target, ids: mx.array) -> mx.array:
+    """Rows `ids` of the target's output head (tied: its embedding), dequantized if need be."""
+    head = target.head if target.head is not None else target.backbone.embed_tokens
+    if isinstance(head, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+        biases = head.get("biases")
+        return mx.dequantize(head.weight[ids], head.scales[ids],
+                             None if biases is None else biases[ids], group_size=head.group_size,
+                             bits=head.bits, mode=getattr(head, "mode", "affine"))
+    return head.weight[ids]
 
 
 def _weights_path(path: Path) -> list[Path]:
@@ -289,6 +342,7 @@ def load_drafter(path: str | Path, dtype: Optional[mx.Dtype] = None) -> Drafter:
         raise ValueError(f"drafter weights in {path} do not match its config.json: {e}") from None
     if dtype is not None:
         model.set_dtype(dtype)
+    model.vocab = DraftVocab.load(path, args.vocab_size)
     mx.eval(model.parameters())
     return model
 
@@ -304,4 +358,6 @@ def save_drafter(model: Drafter, path: str | Path, dtype: Optional[mx.Dtype] = N
     if dtype is not None:
         weights = {k: v.astype(dtype) for k, v in weights.items()}
     mx.save_safetensors(str(path / "model.safetensors"), weights, metadata={"format": "mlx"})
+    if model.vocab is not None:
+        model.vocab.save(path)
     return path

@@ -36,7 +36,7 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from .drafter import Drafter, DrafterArgs, default_taps, save_drafter
+from .drafter import Drafter, DrafterArgs, DraftVocab, default_taps, save_drafter
 from .load import TARGET_DTYPES
 from .registry import ASSETS
 
@@ -60,6 +60,7 @@ class TrainConfig:
     block_size: int = 16
     mask_token_id: Optional[int] = None  # None: choose_mask_token()
     init: str = "random"  # or "target": copy the target's last layers
+    draft_vocab: int = 0  # > 0: ship the N most frequent answer tokens as the draft vocabulary
     max_new_tokens: int = 256
     gen_batch: int = 256
     max_prompts: Optional[int] = None
@@ -228,6 +229,15 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
 
 # ---------------------------------------------------------------------------------------------
 # the drafter for a target
+
+
+def draft_vocab_from(ds: Dataset, n: int) -> np.ndarray:
+    """The n token ids seen most often in the answers (prompts excluded), most frequent first."""
+    answer = np.zeros(len(ds.tokens), dtype=bool)
+    for i in range(len(ds)):
+        answer[ds.offsets[i] + ds.prompt_lens[i] : ds.offsets[i + 1]] = True
+    counts = np.bincount(ds.tokens[answer])
+    return np.argsort(-counts, kind="stable")[: min(n, int((counts > 0).sum()))].astype(np.int32)
 
 
 def _target_args(target):
@@ -595,6 +605,8 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     out.mkdir(parents=True, exist_ok=True)
     drafter, opt, step, total, t_train = _start(target, tokenizer, cfg, resume, progress)
     args = drafter.args
+    if cfg.draft_vocab:
+        drafter.vocab = DraftVocab(draft_vocab_from(ds, cfg.draft_vocab))
     target.tap_ids = list(args.target_layer_ids)
     B = args.block_size
     train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed)
@@ -799,6 +811,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--block-size", type=int, default=c.block_size)
     g.add_argument("--mask-token-id", type=int, default=None, help="default: an unused special token")
     g.add_argument("--init", choices=("target", "random"), default=c.init)
+    g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
+                   help="ship the N most frequent answer tokens as the draft vocabulary "
+                        "(a cheaper draft head; 0: the whole vocabulary)")
     t = p.add_argument_group("training")
     t.add_argument("--steps", type=int, default=c.steps, help="0: as many as fit in --train-seconds")
     t.add_argument("--train-seconds", type=float, default=c.train_seconds,

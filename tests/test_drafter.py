@@ -84,3 +84,30 @@ def test_corrupt_or_missing_weights(tmp_path):
         load_drafter(bad)
     with pytest.raises(ValueError, match="no config.json"):
         load_drafter(tmp_path / "nowhere")
+
+
+def test_draft_vocab_restricts_drafts_and_round_trips(tmp_path):
+    """A draft vocabulary: logits outside it are -inf, inside equal the full head's; it is saved
+    next to the checkpoint, loaded back, and refused when its ids do not fit the vocabulary."""
+    import numpy as np
+
+    from dflash.drafter import DraftVocab
+
+    d = tiny_drafter(taps=(0, 2))
+    pair = tiny_pair("qwen3", d)
+    full = draft_logits(d, pair.target)
+    ids = np.arange(0, VOCAB, 3, dtype=np.int32)
+    d.vocab = DraftVocab(ids)
+    sub = draft_logits(d, pair.target)
+    inside = mx.array(ids)
+    assert mx.allclose(sub[:, inside], full[:, inside], atol=1e-5)
+    outside = mx.array(np.setdiff1d(np.arange(VOCAB), ids))
+    assert mx.all(sub[:, outside] == -mx.inf)
+    assert all(int(t) in set(ids.tolist()) for t in mx.argmax(sub, -1).tolist())
+
+    save_drafter(d, tmp_path)
+    again = load_drafter(tmp_path)
+    assert mx.array_equal(draft_logits(again, pair.target), sub)
+    np.save(tmp_path / DraftVocab.FILE, np.array([1, VOCAB + 3], dtype=np.int32))
+    with pytest.raises(ValueError, match="expected token ids"):
+        load_drafter(tmp_path)

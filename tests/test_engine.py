@@ -147,3 +147,26 @@ def test_cancel_stops_between_cycles():
         if isinstance(ev, Cycle) and ev.index == 2:
             cancel.set()
     assert events[-1].finish_reason == "cancelled" and events[-1].cycles == 3
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_draft_vocab_keeps_output_and_drafts_inside_it(temperature):
+    """With a draft vocabulary the drafter never proposes a token outside it, and greedy output
+    stays identical to target-only (sampled output stays a valid, seeded generation)."""
+    import numpy as np
+
+    from dflash.drafter import DraftVocab
+
+    pair = tiny_pair("llama", tiny_drafter(block_size=8))
+    ids = np.arange(1, VOCAB, 2, dtype=np.int32)
+    pair.drafter.vocab = DraftVocab(ids)
+    prompt = [5, 9, 13, 2]
+    kw = dict(max_tokens=40, temperature=temperature, seed=3)
+    *_, ref = stream(pair, prompt, GenerationConfig(mode="target", **kw))
+    events = list(stream(pair, prompt, GenerationConfig(mode="dflash", **kw)))
+    drafted = {t for e in events if e.kind == "cycle" for t in e.drafted}
+    assert drafted and drafted <= set(ids.tolist())
+    if temperature == 0.0:
+        assert events[-1].token_ids == ref.token_ids
+    else:
+        assert events[-1].tokens == 40

@@ -186,3 +186,16 @@ def test_cached_features_equal_computed_ones(setup):
     ids = T._pad(ds, seqs, 64, 0)
     np.testing.assert_allclose(np.array(cached(seqs, ids)), np.array(fresh(seqs, ids).astype(mx.float16)),
                                atol=1e-3)
+
+
+def test_draft_vocab_is_the_most_frequent_answer_tokens(setup, tmp_path):
+    _, model, tok, ds = setup
+    ids = T.draft_vocab_from(ds, 5)
+    answers = np.concatenate([ds.seq(i)[ds.prompt_lens[i]:] for i in range(len(ds))])
+    counts = np.bincount(answers)
+    assert len(ids) == 5 and counts[ids].min() >= np.sort(counts)[-5]
+    assert counts[ids[0]] == counts.max()
+    out = tmp_path / "run"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=2, draft_vocab=5),
+            progress=lambda s: None)
+    assert load_drafter(out).vocab.ids.tolist() == ids.tolist()
