@@ -269,14 +269,16 @@ class DraftVocab:
 
     def __init__(self, ids):
         self.ids = np.asarray(ids, dtype=np.int32)
+        self._index = mx.array(self.ids)
         self._rows, self._target = None, None
 
     def logits(self, target, h: mx.array) -> mx.array:
         if self._target is not target:  # gathered once per target: [n, H] rows of its head
-            self._rows, self._target = _head_rows(target, mx.array(self.ids)), target
+            head = target.head if target.head is not None else target.backbone.embed_tokens
+            self._rows, self._target = dense_weight(head, self._index), target
         sub = h @ self._rows.T
         full = mx.full((h.shape[0], target.vocab_size), -mx.inf, dtype=sub.dtype)
-        full[:, mx.array(self.ids)] = sub
+        full[:, self._index] = sub
         return full
 
     def save(self, path: Path) -> None:
@@ -296,15 +298,15 @@ class DraftVocab:
         return cls(ids)
 
 
-def _head_rows(target, ids: mx.array) -> mx.array:
-    """Rows `ids` of the target's output head (tied: its embedding), dequantized if need be."""
-    head = target.head if target.head is not None else target.backbone.embed_tokens
-    if isinstance(head, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-        biases = head.get("biases")
-        return mx.dequantize(head.weight[ids], head.scales[ids],
-                             None if biases is None else biases[ids], group_size=head.group_size,
-                             bits=head.bits, mode=getattr(head, "mode", "affine"))
-    return head.weight[ids]
+def dense_weight(layer, rows: Optional[mx.array] = None) -> mx.array:
+    """The float weight of a Linear/Embedding (only `rows` of it if given), dequantized if need be."""
+    pick = (lambda a: a) if rows is None else (lambda a: a[rows])
+    if isinstance(layer, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+        biases = layer.get("biases")
+        return mx.dequantize(pick(layer.weight), pick(layer.scales),
+                             None if biases is None else pick(biases), group_size=layer.group_size,
+                             bits=layer.bits, mode=getattr(layer, "mode", "affine"))
+    return pick(layer.weight)
 
 
 def _weights_path(path: Path) -> list[Path]:

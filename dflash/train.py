@@ -36,7 +36,7 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from .drafter import Drafter, DrafterArgs, DraftVocab, default_taps, save_drafter
+from .drafter import Drafter, DrafterArgs, DraftVocab, default_taps, dense_weight, save_drafter
 from .load import TARGET_DTYPES
 from .registry import ASSETS
 
@@ -286,15 +286,6 @@ def drafter_args_for(target, tokenizer, cfg: TrainConfig) -> DrafterArgs:
     )
 
 
-def _dense(linear) -> mx.array:
-    """The float weight of a Linear/Embedding, dequantized if need be."""
-    if isinstance(linear, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-        return mx.dequantize(linear.weight, linear.scales, linear.get("biases"),
-                             group_size=linear.group_size, bits=linear.bits,
-                             mode=getattr(linear, "mode", "affine"))
-    return linear.weight
-
-
 def init_from_target(drafter: Drafter, target) -> list[int]:
     """Copy the target's last full-attention layers (dequantized) into the drafter's layers, where
     the shapes agree; q_norm/k_norm stay at one. Returns the source layer ids."""
@@ -307,7 +298,7 @@ def init_from_target(drafter: Drafter, target) -> list[int]:
                  (d.mlp.gate_proj, t.mlp.gate_proj), (d.mlp.up_proj, t.mlp.up_proj),
                  (d.mlp.down_proj, t.mlp.down_proj)]
         for dst, s in pairs:
-            w = _dense(s)
+            w = dense_weight(s)
             if w.shape == dst.weight.shape:
                 dst.weight = w.astype(dst.weight.dtype)
         for norm in ("input_layernorm", "post_attention_layernorm"):
@@ -370,8 +361,8 @@ class FrozenIO:
 
     def __init__(self, target, dtype=mx.float32):
         bb = target.backbone
-        self.embed_w = _dense(bb.embed_tokens).astype(dtype)
-        self.head_w = self.embed_w if target.head is None else _dense(target.head).astype(dtype)
+        self.embed_w = dense_weight(bb.embed_tokens).astype(dtype)
+        self.head_w = self.embed_w if target.head is None else dense_weight(target.head).astype(dtype)
         mx.eval(self.embed_w, self.head_w)
 
     def embed(self, ids: mx.array) -> mx.array:
