@@ -15,6 +15,10 @@
 4. eval      held-out tau per category through the real engine (`dflash.engine.stream`), greedy,
              checking that the DFlash output equals target-only decoding.
 
+Validation reports the loss, per-slot accuracy, tau~ (the mean over random anchors) and
+tau(walk): the held-out answers crossed cycle by cycle as the engine would (`walk`), the number
+to compare with the engine's tau; tau~ is higher because easy stretches take few cycles.
+
 Checkpoints (`OUT/checkpoint/`: weights, optimizer state, step) make runs resumable (`--resume`);
 the drafter itself is written to OUT in the HF layout of DFLASH.md §3 (`save_drafter`).
 """
@@ -59,7 +63,7 @@ class TrainConfig:
     taps: Optional[list[int]] = None  # None: default_taps(target layers, num_taps)
     block_size: int = 16
     mask_token_id: Optional[int] = None  # None: choose_mask_token()
-    init: str = "random"  # or "target": copy the target's last layers
+    init: str = "random"  # "target": copy the target's last layers; or a drafter directory
     draft_vocab: int = 0  # > 0: ship the N most frequent answer tokens as the draft vocabulary
     max_new_tokens: int = 256
     gen_batch: int = 256
@@ -140,6 +144,20 @@ class Dataset:
         z = np.load(path)
         return cls(z["tokens"], z["offsets"], z["prompt_lens"], z["prompt_index"],
                    z["categories"], json.loads(str(z["meta"])))
+
+    @classmethod
+    def concat(cls, parts: list["Dataset"]) -> "Dataset":
+        """Several token files as one training set (prompt_index then only names a line of the
+        part's own prompt file)."""
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.concatenate([[0]] + [p.offsets[1:] + sum(len(q.tokens) for q in parts[:k])
+                                          for k, p in enumerate(parts)])
+        return cls(np.concatenate([p.tokens for p in parts]), offsets.astype(np.int64),
+                   np.concatenate([p.prompt_lens for p in parts]),
+                   np.concatenate([p.prompt_index for p in parts]),
+                   np.concatenate([p.categories for p in parts]),
+                   {"parts": [p.meta for p in parts], "complete": all(p.meta.get("complete") for p in parts)})
 
     @classmethod
     def from_lists(cls, seqs: list[list[int]], prompt_lens, prompt_index, categories, meta) -> "Dataset":
@@ -400,6 +418,52 @@ def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights)
     return loss, (correct.sum(0), accepted.sum(0), valid.sum(0))
 
 
+def accept_lengths(drafter, io, feats, block, labels, valid, anchors, rows) -> mx.array:
+    """Per block: how many of its drafted tokens the target would accept (the run of correct
+    slots from slot 1), the number the engine's verify step computes."""
+    h = drafter_forward(drafter, io, feats, block, anchors, rows)
+    correct = (mx.argmax(io.logits(h[:, 1:]), -1) == labels) * valid
+    return mx.cumprod(correct, axis=1).sum(1)
+
+
+def walk(ds: Dataset, i: int, accepted: dict[tuple[int, int], int], L: int) -> list[int]:
+    """The accepted draft counts of the cycles the engine would run on answer i, which the target
+    itself wrote greedily: the first cycle drafts after the first answer token, each cycle commits
+    its accepted drafts plus the target's own token, and the next one drafts from there."""
+    a, end, out = int(ds.prompt_lens[i]), min(len(ds.seq(i)), L) - 1, []
+    while a < end:
+        out.append(min(int(accepted[(int(i), a)]), end - a))
+        a += out[-1] + 1
+    return out
+
+
+def walk_tau(ds: Dataset, seqs, accepted: dict[tuple[int, int], int], L: int) -> float:
+    """tau as the engine measures it (1 + accepted drafts per cycle) over `walk`s. The mean over
+    uniformly random anchors (tau~) overstates it: an easy stretch is crossed in a few long
+    cycles, a hard one takes many short ones."""
+    cycles = [n for i in seqs for n in walk(ds, i, accepted, L)]
+    return 1 + sum(cycles) / max(len(cycles), 1)
+
+
+def every_anchor(ds: Dataset, seqs, L: int, B: int, R: int, mask_id: int, pad_id: int):
+    """Blocks at every answer position of `seqs`, in chunks of R rows (the last one padded with
+    copies of the first row): yields (keys, batch arrays) with keys[r] = (sequence, anchor)."""
+    ids = _pad(ds, seqs, L + B, pad_id)
+    lens = np.minimum(ds.lengths[seqs], L)
+    pairs = [(r, a) for r, i in enumerate(seqs) for a in range(int(ds.prompt_lens[i]), int(lens[r]) - 1)]
+    for c in range(0, len(pairs), R):
+        chunk = pairs[c : c + R]
+        rows = np.array([r for r, _ in chunk] + [chunk[0][0]] * (R - len(chunk)), dtype=np.int32)
+        a = np.array([x for _, x in chunk] + [chunk[0][1]] * (R - len(chunk)), dtype=np.int32)
+        pos = a[:, None] + np.arange(B)[None]
+        block = ids[rows[:, None], pos]
+        labels = block[:, 1:].copy()
+        valid = (pos[:, 1:] < lens[rows][:, None]).astype(np.float32)
+        block[:, 1:] = mask_id
+        yield [(int(seqs[r]), x) for r, x in chunk], {"ids": ids[:, :L], "block": block, "labels": labels,
+                                                      "valid": valid, "anchors": a, "rows": rows}
+
+
 def position_weights(B: int, gamma: float) -> mx.array:
     return mx.exp(-mx.arange(B - 1, dtype=mx.float32) / gamma)
 
@@ -538,6 +602,15 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
             total = cfg.steps
         opt.state = opt_state
         progress(f"resumed at step {step}/{total or '?'}")
+    elif cfg.init not in ("target", "random"):  # a drafter directory: its architecture and weights
+        from .drafter import load_drafter
+        from .load import check_pair
+
+        drafter = load_drafter(cfg.init, dtype=mx.float32)
+        drafter.vocab = None  # --draft-vocab decides the new one
+        check_pair(target, drafter)
+        progress(f"drafter initialised from {cfg.init} (its config: layers, taps, block, mask id)")
+        step, total, t_train = 0, cfg.steps, 0.0
     else:
         mx.random.seed(cfg.seed)
         drafter = Drafter(drafter_args_for(target, tokenizer, cfg))
@@ -552,7 +625,7 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
 
 
 def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype):
-    """(step, evaluate, state): one AdamW step on fp32 master weights, with the forward and
+    """(step, evaluate, accept, state): one AdamW step on fp32 master weights, with the forward and
     backward passes run by a copy of the drafter in `dtype` when that is not float32."""
     work = master
     if dtype != mx.float32:
@@ -578,10 +651,13 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype)
     def eval_fn(*batch):
         return loss_of(work, *batch)
 
+    def accept_fn(*batch):
+        return accept_lengths(work, io, *batch)
+
     if cfg.compile:
         return (mx.compile(step_fn, inputs=state, outputs=state),
-                mx.compile(eval_fn, inputs=state), state)
-    return step_fn, eval_fn, state
+                mx.compile(eval_fn, inputs=state), mx.compile(accept_fn, inputs=state), state)
+    return step_fn, eval_fn, accept_fn, state
 
 
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
@@ -613,7 +689,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
 
     dtype = SAVE_DTYPES[cfg.dtype]
     io = FrozenIO(target, dtype)
-    step_fn, eval_fn, state = _step_functions(drafter, opt, io, cfg, dtype)
+    step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype)
     features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
 
     def batch_for(seqs, rng):
@@ -629,7 +705,14 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
             loss, aux = eval_fn(*batch_for(seqs, rng))
             losses.append(loss.item())
             tot += np.array([a.tolist() for a in aux])
-        return _metrics(float(np.mean(losses)), tot)
+        accepted = {}
+        for seqs in val_batches[:2]:
+            for keys, b in every_anchor(ds, seqs, L, B, S * cfg.anchors, args.mask_token_id, pad_id):
+                n = accept_fn(features(seqs, b["ids"]), *[mx.array(b[k]) for k in
+                                                          ("block", "labels", "valid", "anchors", "rows")])
+                accepted.update(zip(keys, n.tolist()))
+        walked = [i for seqs in val_batches[:2] for i in seqs]
+        return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L))
 
     log = _Log(out / LOG_FILE)
     run_info = {"data": ds.meta, "config": asdict(cfg)}
@@ -684,6 +767,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
                 v = validate()
                 log(step=step, split="val", **v)
                 progress(f"\nstep {step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
+                         f"tau(walk) {v['tau_walk']:.2f} "
                          f"acc {' '.join(f'{x:.2f}' for x in v['acc'])}")
             save()
     bar.close()
@@ -782,8 +866,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default=None,
                    help="target model: directory, Hub id or builtin:smollm2-135m-instruct (default)")
     p.add_argument("--out", required=True, help="run directory: data, checkpoint, log, drafter")
-    p.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="training prompts (JSONL)")
-    p.add_argument("--data", default=None, help=f"token file (default OUT/{DATA_FILE}); reused if complete")
+    p.add_argument("--prompts", nargs="+", default=[str(DEFAULT_PROMPTS)],
+                   help="training prompt files (JSONL); each gets its own token file")
+    p.add_argument("--data", nargs="+", default=None,
+                   help=f"token files, one per prompt file (default OUT/{DATA_FILE}, or "
+                        "OUT/data-<prompt file>.npz for several); a complete one is reused, a "
+                        "partial one resumed; training reads them all")
     p.add_argument("--generate-only", action="store_true", help="stop after writing the data")
     p.add_argument("--max-prompts", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=c.max_new_tokens)
@@ -801,7 +889,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated target layer ids (default: spread evenly)")
     g.add_argument("--block-size", type=int, default=c.block_size)
     g.add_argument("--mask-token-id", type=int, default=None, help="default: an unused special token")
-    g.add_argument("--init", choices=("target", "random"), default=c.init)
+    g.add_argument("--init", default=c.init, metavar="{random,target,DIR}",
+                   help="random weights, the target's last layers, or a drafter directory to "
+                        "continue from (its architecture wins over the flags above)")
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
@@ -851,15 +941,25 @@ def _run_eval(args, say) -> int:
         per_cat[cat] = per_cat.get(cat, 0) + 1
         if not args.eval_limit or per_cat[cat] <= args.eval_limit:
             prompts.append((cat, text))
-    if Path(args.prompts).exists():
-        overlap = {p for _, p in prompts} & {p for _, p in read_prompts(args.prompts)}
+    for prompt_file in filter(lambda f: Path(f).exists(), args.prompts):
+        overlap = {p for _, p in prompts} & {p for _, p in read_prompts(prompt_file)}
         if overlap:
-            say(f"warning: {len(overlap)} eval prompts also occur in {args.prompts}")
+            say(f"warning: {len(overlap)} eval prompts also occur in {prompt_file}")
     res = evaluate(pair, prompts, args.eval_max_tokens, progress=say)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "eval.json").write_text(json.dumps(res, indent=2) + "\n")
     print(format_eval(res))
     return 0
+
+
+def _data_paths(args) -> list[Path]:
+    if args.data:
+        if len(args.data) != len(args.prompts):
+            raise SystemExit(f"--data: {len(args.data)} token files for {len(args.prompts)} prompt files")
+        return [Path(d) for d in args.data]
+    if len(args.prompts) == 1:
+        return [Path(args.out) / DATA_FILE]
+    return [Path(args.out) / f"data-{Path(p).stem}.npz" for p in args.prompts]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -877,17 +977,22 @@ def main(argv: Optional[list[str]] = None) -> int:
                                             dtype=args.target_dtype)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    data = Path(args.data) if args.data else out / DATA_FILE
-    ds = Dataset.load(data) if data.exists() else None
-    if ds is None or not (ds.meta.get("complete") or args.resume):
-        prompts = read_prompts(args.prompts)
-        order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
-        prompts = [prompts[i] for i in order][: args.max_prompts]
-        t0 = time.perf_counter()
-        ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
-                           time_limit=args.gen_time_limit, progress=say)
-        say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
-            f"tokens in {time.perf_counter() - t0:.0f}s -> {data}")
+    parts, t0 = [], time.perf_counter()
+    for prompt_file, data in zip(args.prompts, _data_paths(args)):
+        ds = Dataset.load(data) if data.exists() else None
+        if ds is None or not (ds.meta.get("complete") or args.resume):
+            prompts = read_prompts(prompt_file)
+            order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
+            prompts = [prompts[i] for i in order][: args.max_prompts]
+            limit = args.gen_time_limit
+            t1 = time.perf_counter()
+            ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
+                               time_limit=None if limit is None else max(0.0, limit - (t1 - t0)),
+                               progress=say)
+            say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
+                f"tokens in {time.perf_counter() - t1:.0f}s -> {data}")
+        parts.append(ds)
+    ds = Dataset.concat(parts)
     if args.generate_only:
         return 0
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})

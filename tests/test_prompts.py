@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "assets" / "prompts"
 TRAIN = PROMPTS / "train.jsonl"
+NATURAL = PROMPTS / "train-natural.jsonl"
 EVAL = PROMPTS / "eval.jsonl"
 SCRIPT = PROMPTS / "make_prompts.py"
 BENCH = ROOT / "assets" / "bench"
@@ -39,6 +40,11 @@ def read_jsonl(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def train() -> list[dict]:
     return read_jsonl(TRAIN)
+
+
+@pytest.fixture(scope="module")
+def natural() -> list[dict]:
+    return read_jsonl(NATURAL)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +105,20 @@ def test_script_regenerates_train_byte_identically(tmp_path):
     assert out.read_bytes() == TRAIN.read_bytes()
 
 
+def test_natural_prompts_and_their_variants(natural):
+    """Hand-written prompts (natural/*.jsonl), each plain and in decorated variants."""
+    mod = _load_script()
+    hand = [json.loads(l)["prompt"] for c in sorted(CATEGORIES)
+            for l in (PROMPTS / "natural" / f"{c}.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(hand) == len({norm(p) for p in hand}) >= 2400
+    counts = Counter(rec["category"] for rec in natural)
+    assert set(counts) == CATEGORIES and min(counts.values()) >= 1000
+    prompts = [rec["prompt"] for rec in natural]
+    assert len({norm(p) for p in prompts}) == len(prompts) > 2 * len(hand)
+    assert set(hand) <= set(prompts)  # every hand-written prompt is there as written
+    assert mod.natural() == natural  # deterministic: the file is what the script writes
+
+
 # ----------------------------------------------------------------------------- eval / bench / presets
 
 
@@ -131,9 +151,9 @@ def test_presets_schema(presets):
 
 
 @pytest.fixture(scope="module")
-def prompt_sets(train, eval_set, bench, presets) -> dict[str, list[str]]:
+def prompt_sets(train, natural, eval_set, bench, presets) -> dict[str, list[str]]:
     return {
-        "train": [r["prompt"] for r in train],
+        "train": [r["prompt"] for r in train] + [r["prompt"] for r in natural],
         "eval": [r["prompt"] for r in eval_set],
         "bench": [r["prompt"] for recs in bench.values() for r in recs],
         "presets": list(presets.values()),

@@ -163,13 +163,21 @@ def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}").save_pretrained(str(model_dir))
-    prompts = tmp_path / "p.jsonl"
+    prompts, more = tmp_path / "p.jsonl", tmp_path / "more.jsonl"
     prompts.write_text("".join(json.dumps({"category": c, "prompt": p}) + "\n" for c, p in
                                [("a", "t5 t9"), ("b", "t7 t30 t31"), ("a", "t10"), ("b", "t11")] * 3))
-    common = ["--target", str(model_dir), "--out", run, "--prompts", str(prompts)]
+    more.write_text("".join(json.dumps({"category": "c", "prompt": p}) + "\n" for p in ("t3 t4", "t12")))
+    common = ["--target", str(model_dir), "--out", run, "--prompts", str(prompts), str(more)]
     assert T.main(common + ["--max-new-tokens", "16", "--layers", "1", "--block-size", "4",
                             "--mask-token-id", "63", "--taps", "0,2", "--steps", "5",
                             "--batch-seqs", "2", "--anchors", "2", "--no-compile"]) == 0
+    # one token file per prompt file, trained on together
+    parts = [T.Dataset.load(tmp_path / "run" / f"data-{n}.npz") for n in ("p", "more")]
+    assert [len(d) for d in parts] == [12, 2] and all(d.meta["complete"] for d in parts)
+    state = json.loads((tmp_path / "run" / T.CKPT_DIR / "state.json").read_text())
+    assert [m["n_prompts"] for m in state["data"]["parts"]] == [12, 2]
+    with pytest.raises(SystemExit):
+        T.main(common + ["--data", str(tmp_path / "only-one.npz"), "--generate-only"])
     assert T.main(common + ["--eval", str(prompts), "--eval-limit", "1", "--eval-max-tokens", "8"]) == 0
     res = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert res["overall"]["prompts"] == 2 and res["overall"]["identical"] == 2
@@ -199,3 +207,59 @@ def test_draft_vocab_is_the_most_frequent_answer_tokens(setup, tmp_path):
     T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=2, draft_vocab=5),
             progress=lambda s: None)
     assert load_drafter(out).vocab.ids.tolist() == ids.tolist()
+
+
+def test_walk_replays_the_engine_cycles(setup, tmp_path):
+    """Acceptance at every anchor, walked cycle by cycle, gives the engine's own acceptance
+    lengths on the target's greedy answers; validation logs that tau(walk)."""
+    _, model, tok, ds = setup
+    out = tmp_path / "run"
+    drafter = T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=60, lr=1e-2),
+                      progress=lambda s: None)
+    val = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines() if '"val"' in l]
+    assert val and all(1 <= r["tau_walk"] <= r["tau_est"] + 1e-9 for r in val)
+    target = Target(model, "llama", [0, 2])
+    io, seqs, L, accepted = T.FrozenIO(target), np.arange(len(ds)), 64, {}
+    feats = T.target_features(target, mx.array(T._pad(ds, seqs, L, 0)))
+    for keys, b in T.every_anchor(ds, seqs, L, 8, 32, VOCAB - 1, 0):
+        n = T.accept_lengths(drafter, io, feats, *[mx.array(b[k]) for k in
+                                                   ("block", "labels", "valid", "anchors", "rows")])
+        accepted.update(zip(keys, n.tolist()))
+    pair = Pair(target, drafter, tok, "tiny", None)
+    total = 0
+    for i in seqs:
+        answer = ds.seq(i)[ds.prompt_lens[i]:].tolist()
+        n = len(answer) - (answer[-1] == EOS)  # the engine does not emit the stop token
+        *_, d = stream(pair, ds.seq(i)[: ds.prompt_lens[i]].tolist(), GenerationConfig(max_tokens=n))
+        w, e = T.walk(ds, i, accepted, L), list(d.acceptance_lengths)
+        # the last cycle may accept drafts past the answer's end, which the data cannot show
+        assert w[:-1] == e[:-1] and len(w) == len(e) and w[-1] <= e[-1], i
+        total += sum(w)
+    assert total > 0  # the drafter learned something: the comparison is not all zeros
+    assert T.walk_tau(ds, seqs, accepted, L) == pytest.approx(
+        1 + total / sum(len(T.walk(ds, i, accepted, L)) for i in seqs))
+
+
+def test_init_from_a_drafter_directory(setup, tmp_path):
+    """--init DIR starts from that drafter (architecture and weights), and refuses a misfit."""
+    from mlx.utils import tree_flatten
+
+    _, model, tok, ds = setup
+    first = tmp_path / "first"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5, layers=1), progress=lambda s: None)
+    cfg = cfg_for(tmp_path / "next", init=str(first))  # layers=2 in cfg: the directory's 1 wins
+    drafter, *_ = T._start(Target(model, "llama", []), tok, cfg, False, lambda s: None)
+    src = dict(tree_flatten(load_drafter(first).parameters()))
+    got = dict(tree_flatten(drafter.parameters()))
+    assert len(drafter.layers) == 1 and got.keys() == src.keys()
+    for k in src:
+        assert got[k].dtype == mx.float32
+        np.testing.assert_array_equal(np.array(got[k]), np.array(src[k].astype(mx.float32)))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps(dict(json.loads((first / "config.json").read_text()),
+                                                     num_target_layers=9)))
+    (bad / "model.safetensors").write_bytes((first / "model.safetensors").read_bytes())
+    with pytest.raises(ValueError, match="does not fit"):
+        T._start(Target(model, "llama", []), tok, cfg_for(tmp_path / "n2", init=str(bad)), False,
+                 lambda s: None)

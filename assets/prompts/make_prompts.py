@@ -31,6 +31,8 @@ SEED = 1350
 CATEGORIES = ("chat", "explanation", "code", "math", "lists", "creative")
 TARGET_PER_CATEGORY = 6000
 DEFAULT_OUT = Path(__file__).resolve().parent / "train.jsonl"
+NATURAL_DIR = Path(__file__).resolve().parent / "natural"  # hand-written prompts, one file per category
+NATURAL_OUT = Path(__file__).resolve().parent / "train-natural.jsonl"
 
 # Probabilities of decorating a template with a system-like preface / a style suffix.
 P_PREFACE = 0.08
@@ -2189,6 +2191,29 @@ def generate(seed: int = SEED, per_category: int = TARGET_PER_CATEGORY) -> list[
     return records
 
 
+def natural(seed: int = SEED, variants: int = 3) -> list[dict]:
+    """The hand-written prompts of natural/*.jsonl, each as written plus `variants - 1` decorated
+    copies (a preface and/or a style suffix of its category): a different request gets a
+    different answer, so one hand-written line yields several training answers."""
+    rng = random.Random(seed)
+    seen: set = set()
+    records: list[dict] = []
+    for category in CATEGORIES:
+        for line in (NATURAL_DIR / f"{category}.jsonl").read_text(encoding="utf-8").splitlines():
+            text = json.loads(line)["prompt"]
+            forms = [text]
+            for v in range(1, variants):
+                preface = rng.choice(PREFACES[category]) + " " if v % 2 == 0 else ""
+                suffix = rng.choice(SUFFIXES[category])
+                forms.append(preface + text + ("\n\n" if "```" in text else " ") + suffix)
+            for form in forms:
+                if normalize(form) not in seen:
+                    seen.add(normalize(form))
+                    records.append({"category": category, "prompt": form})
+    rng.shuffle(records)
+    return records
+
+
 def write_jsonl(records: list[dict], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8", newline="\n") as f:
@@ -2201,8 +2226,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output JSONL path (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--per-category", type=int, default=TARGET_PER_CATEGORY)
+    ap.add_argument("--natural", action="store_true",
+                    help=f"write the hand-written prompts of {NATURAL_DIR.name}/ and their variants "
+                         f"(default out: {NATURAL_OUT.name})")
     args = ap.parse_args(argv)
-    records = generate(args.seed, args.per_category)
+    if args.natural:
+        args.out = NATURAL_OUT if args.out == DEFAULT_OUT else args.out
+        records = natural(args.seed)
+    else:
+        records = generate(args.seed, args.per_category)
     write_jsonl(records, args.out)
     counts: dict = {}
     for rec in records:

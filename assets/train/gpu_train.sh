@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The GPU run that trains assets/smollm2-135m-instruct-dflash (assets/train/gpu_train.md says how
+# The GPU runs that train assets/smollm2-135m-instruct-dflash (assets/train/gpu_train.md says how
 # each phase was called). Run from the repo root on the device machine, phases back to back
-# while it stays warm (/tmp survives between calls only then).
+# while it stays warm (/tmp survives between calls only then). Each call carries <= 64 MiB.
 #   part1  carry .dtrain/a .dtrain/g1   MLX CUDA part 1, GGUF bytes 0..20M
 #   part2  carry .dtrain/b .dtrain/g2   MLX CUDA part 2 + mlx-lm wheel, GGUF 20M..40M; install
-#   part3  carry .dtrain/g3             GGUF rest -> convert -> generate data -> start training
-#   part4                               resume training to the end of its schedule, ship
+#   part3  carry .dtrain/g3             GGUF rest -> convert -> answers to the natural prompts
+#   part4  carry .dtrain/d              the drafter to start from + the first run's answers:
+#                                       finish train.jsonl's answers, start training
+#   part5                               resume training to the end of its schedule, ship
 #   bench                               `python -m dflash bench` with the new drafter
 set -uo pipefail
 phase=$1
@@ -13,6 +15,8 @@ shift
 OUT=${OUT:-/tmp/out}
 GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 RUN=/tmp/run
+PROMPTS="assets/prompts/train-natural.jsonl assets/prompts/train.jsonl"
+DATA="$RUN/data-natural.npz $RUN/data-train.npz"
 T0=$(date +%s)
 
 env_on() {
@@ -24,8 +28,9 @@ quiet() { tr '\r' '\n' | grep -v '^\(training\|generating\|features\|evaluating\
 
 train() {  # the run's fixed settings; the caller adds the schedule
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
-    --max-new-tokens 256 --gen-batch 1024 --seq-len 384 --batch-seqs 32 --anchors 32 \
-    --dtype bfloat16 --cache-features --save-every 500 --log-every 100 --lr 8e-4 "$@" 2>&1 | quiet
+    --max-new-tokens 256 --gen-batch 1024 --seq-len 320 --batch-seqs 32 --anchors 32 \
+    --dtype bfloat16 --cache-features --save-every 1000 --log-every 100 --lr 4e-4 \
+    --draft-vocab 16384 "$@" 2>&1 | quiet
 }
 
 case $phase in
@@ -42,23 +47,32 @@ part2)
   env_on
   python3 -c "import mlx.core as mx; print(mx.default_device(), mx.__version__)"
   ;;
-part3)  # $1: seconds of generation; $2: seconds of training planned over part3 + part4
+part3)  # $1: seconds of generation
   env_on
   mkdir -p /tmp/cache $RUN
   cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
   python3 -m dflash.builtin || exit 1
-  train --generate-only --gen-time-limit "$1"
+  train --prompts assets/prompts/train-natural.jsonl --data $RUN/data-natural.npz \
+    --generate-only --gen-time-limit "$1"
   echo "data done at $(( $(date +%s) - T0 ))s"
-  train --gen-time-limit 0 --steps 0 --train-seconds "$2" --time-limit $(( 585 - $(date +%s) + T0 ))
+  ;;
+part4)  # $1: seconds of generation; $2: seconds of training planned over part4 + part5
+  env_on
+  xz -dc .dtrain/d/smollm2-selfdistill-data.npz.xz > $RUN/data-train.npz
+  train --prompts $PROMPTS --data $DATA --generate-only --gen-time-limit "$1"
+  echo "data done at $(( $(date +%s) - T0 ))s"
+  train --prompts $PROMPTS --data $DATA --gen-time-limit 0 --init .dtrain/d/drafter \
+    --steps 0 --train-seconds "$2" --time-limit $(( 585 - $(date +%s) + T0 ))
   mkdir -p $OUT/run && cp $RUN/train_log.jsonl $OUT/run/
   ;;
-part4)
+part5)  # $1: seconds this call may run
   env_on
-  train --resume --time-limit 570
+  train --prompts $PROMPTS --data $DATA --gen-time-limit 0 --resume --time-limit "$1"
   mkdir -p $OUT/run
-  cp $RUN/config.json $RUN/train_log.jsonl $OUT/run/
+  cp $RUN/config.json $RUN/train_log.jsonl $RUN/draft_vocab.npy $OUT/run/
   split -b 15000000 $RUN/model.safetensors $OUT/run/model.safetensors.part.
-  xz -T0 -3 -c $RUN/data.npz | split -b 15000000 - $OUT/run/data.npz.xz.part.
+  xz -T0 -3 -c $RUN/data-natural.npz > $OUT/run/data-natural.npz.xz
+  xz -T0 -3 -c $RUN/data-train.npz | split -b 15000000 - $OUT/run/data-train.npz.xz.part.
   ls -la $OUT/run
   ;;
 bench)
