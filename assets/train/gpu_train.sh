@@ -9,6 +9,8 @@
 #                                       finish train.jsonl's answers, start training
 #   part5                               resume training to the end of its schedule, ship
 #   bench                               `python -m dflash bench` with the new drafter
+#   convert carry .dtrain/g3 (after part1, part2): the target only, for benches on a fresh machine
+#   peer    carry .dtrain/e .dtrain/p: bench a drafter directory against the z-lab peer
 set -uo pipefail
 phase=$1
 shift
@@ -74,6 +76,17 @@ part5)  # $1: seconds this call may run
   xz -T0 -3 -c $RUN/data-natural.npz > $OUT/run/data-natural.npz.xz
   xz -T0 -3 -c $RUN/data-train.npz | split -b 15000000 - $OUT/run/data-train.npz.xz.part.
   ls -la $OUT/run
+  ;;
+convert)  # carry .dtrain/g3: the target only (for benches on a fresh machine)
+  env_on
+  mkdir -p /tmp/cache
+  cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
+  python3 -m dflash.builtin || exit 1
+  ;;
+peer)  # carry .dtrain/e (a drafter directory) .dtrain/p (the z-lab peer's model_mlx.py)
+  env_on
+  mkdir -p /tmp/cache/peers/zlab-dflash-0.1.0 && cp .dtrain/p/model_mlx.py /tmp/cache/peers/zlab-dflash-0.1.0/
+  python3 -m dflash bench --draft .dtrain/e --peer zlab "$@"
   ;;
 bench)
   env_on
