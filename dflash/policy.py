@@ -94,10 +94,8 @@ def _monotone(ms: dict[int, float]) -> dict[int, float]:
 class Planner:
     """Picks each cycle's verify length from measured costs and the acceptance seen so far.
 
-    k = 1 means a plain target step (nothing drafted). A longer block is drafted now and then
-    (a probe: twice the current choice, the whole block from plain steps), so the positions the
-    choice leaves out stay observed; while plain steps win, the probes keep the acceptance
-    profile observed, and while
+    k = 1 means a plain target step (nothing drafted). A full block is drafted now and then
+    anyway (a probe), so the acceptance profile stays observed while plain steps win; while
     probes keep losing, they come at doubling intervals (8, 16, ... 64 cycles), so a drafter
     that does not pay costs a few percent at most. Acceptance counts fade by `decay` per cycle:
     an answer's opening tokens are often harder to draft than its body, and the estimate must
@@ -122,11 +120,7 @@ class Planner:
         return out
 
     def next_k(self) -> int:
-        if self.cycles < self.probe_at:
-            return self.choice or 1
-        # a probe looks one doubling past the current choice (positions k..2k-1), which is all
-        # a longer choice needs; from plain steps it drafts the whole block
-        return min(self.B, 2 * self.choice) if self.choice else self.B
+        return self.B if self.cycles >= self.probe_at else (self.choice or 1)
 
     def observe(self, k: int, acc: int) -> None:
         probe = self.cycles >= self.probe_at
