@@ -152,10 +152,14 @@ def _float_dtype(target: Target) -> mx.Dtype:
     return target.backbone.norm.weight.dtype
 
 
-def encode_prompt(tokenizer, text: str, chat_template: bool = True) -> list[int]:
-    """Token ids of `text`, wrapped as one user turn when the tokenizer has a chat template."""
-    if chat_template and getattr(tokenizer, "chat_template", None):
-        rendered = tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+def encode_prompt(tokenizer, text: str | list[dict], chat_template: bool = True) -> list[int]:
+    """Token ids of `text`, wrapped as one user turn when the tokenizer has a chat template; a
+    list of {"role", "content"} messages is a conversation (it needs the chat template)."""
+    has_template = chat_template and getattr(tokenizer, "chat_template", None)
+    if isinstance(text, list) and not has_template:
+        raise ValueError("a conversation (messages) needs the tokenizer's chat template")
+    if has_template:
+        messages = text if isinstance(text, list) else [{"role": "user", "content": text}]
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return tokenizer.encode(rendered, add_special_tokens=False)
     return tokenizer.encode(text)

@@ -95,17 +95,25 @@ class TrainConfig:
 # data: the target's own greedy answers
 
 
-def read_prompts(path: str | Path) -> list[tuple[str, str]]:
-    """(category, prompt) pairs from a JSONL file of {"category", "prompt"} objects."""
+def read_prompts(path: str | Path) -> list[tuple[str, str | list[dict]]]:
+    """(category, prompt) pairs from a JSONL file of {"category", "prompt"} objects; instead of
+    "prompt", "messages" holds a conversation ending with a user turn."""
     out = []
     for i, line in enumerate(Path(path).read_text().splitlines()):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-            out.append((str(obj.get("category", "default")), obj["prompt"]))
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{path}:{i + 1}: expected a JSON object with a 'prompt'") from None
+            prompt = obj["messages"] if "messages" in obj else obj["prompt"]
+            if isinstance(prompt, list) and not (
+                    prompt and prompt[-1].get("role") == "user"
+                    and all(isinstance(m.get("content"), str) and m.get("role") in ("system", "user", "assistant")
+                            for m in prompt)):
+                raise TypeError
+            out.append((str(obj.get("category", "default")), prompt))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            raise ValueError(f"{path}:{i + 1}: expected a JSON object with a 'prompt' (or 'messages' "
+                             "ending with a user turn)") from None
     if not out:
         raise ValueError(f"no prompts in {path}")
     return out
@@ -243,6 +251,32 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
         bar.set_postfix_str(f"{n_tok / (time.perf_counter() - t0):.0f} tok/s", refresh=False)
     bar.close()
     return save(len(done) == len(prompts))
+
+
+FOLLOW_UPS = (
+    "Can you explain that in simpler terms?", "Can you give me an example?",
+    "Thanks! Can you summarize the key points in a short list?", "What else should I know about this?",
+    "Could you make it shorter?", "Why is that?", "Can you go into more detail on the first point?",
+    "What would you suggest as a next step?",
+)
+
+
+def follow_ups(ds: Dataset, prompts: list[tuple], tokenizer, seed: int = 0) -> list[dict]:
+    """A second user turn after each answer that ended on its own (stop token, not the length
+    cap): {"category", "messages": [..., the answer, a follow-up]} records, whose greedy answers
+    are new data with a longer context. `prompts` is the list the answers were generated from
+    (ds.prompt_index indexes it)."""
+    rng, stops, out = np.random.default_rng(seed), set(tokenizer.eos_token_ids), []
+    for j in range(len(ds)):
+        answer = ds.seq(j)[ds.prompt_lens[j]:].tolist()
+        if not answer or answer[-1] not in stops:
+            continue
+        cat, prompt = prompts[int(ds.prompt_index[j])]
+        turns = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        out.append({"category": cat, "messages": turns + [
+            {"role": "assistant", "content": tokenizer.decode(answer[:-1])},
+            {"role": "user", "content": FOLLOW_UPS[int(rng.integers(len(FOLLOW_UPS)))]}]})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -873,6 +907,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "OUT/data-<prompt file>.npz for several); a complete one is reused, a "
                         "partial one resumed; training reads them all")
     p.add_argument("--generate-only", action="store_true", help="stop after writing the data")
+    p.add_argument("--write-follow-ups", metavar="FILE", default=None,
+                   help="after generating, write a prompt file of second user turns after every "
+                        "answer that ended on its own (pass it as another --prompts next time)")
     p.add_argument("--max-prompts", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=c.max_new_tokens)
     p.add_argument("--gen-batch", type=int, default=c.gen_batch, help="sequences generated at once")
@@ -977,13 +1014,16 @@ def main(argv: Optional[list[str]] = None) -> int:
                                             dtype=args.target_dtype)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts, t0 = [], time.perf_counter()
+    def prompts_of(prompt_file):  # the order generation uses (and prompt_index refers to)
+        prompts = read_prompts(prompt_file)
+        order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
+        return [prompts[i] for i in order][: args.max_prompts]
+
+    parts, follow, t0 = [], [], time.perf_counter()
     for prompt_file, data in zip(args.prompts, _data_paths(args)):
         ds = Dataset.load(data) if data.exists() else None
         if ds is None or not (ds.meta.get("complete") or args.resume):
-            prompts = read_prompts(prompt_file)
-            order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
-            prompts = [prompts[i] for i in order][: args.max_prompts]
+            prompts = prompts_of(prompt_file)
             limit = args.gen_time_limit
             t1 = time.perf_counter()
             ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
@@ -992,6 +1032,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
                 f"tokens in {time.perf_counter() - t1:.0f}s -> {data}")
         parts.append(ds)
+        if args.write_follow_ups:
+            follow.extend(follow_ups(ds, prompts_of(prompt_file), tokenizer, args.seed))
+    if args.write_follow_ups:
+        with open(args.write_follow_ups, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in follow)
+        say(f"{len(follow)} follow-up conversations -> {args.write_follow_ups}")
     ds = Dataset.concat(parts)
     if args.generate_only:
         return 0

@@ -178,6 +178,12 @@ def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
     assert [m["n_prompts"] for m in state["data"]["parts"]] == [12, 2]
     with pytest.raises(SystemExit):
         T.main(common + ["--data", str(tmp_path / "only-one.npz"), "--generate-only"])
+    fu = tmp_path / "fu.jsonl"  # data reused; only answers that ended on a stop token get one
+    assert T.main(common + ["--generate-only", "--write-follow-ups", str(fu)]) == 0
+    ended = sum(int(d.seq(j)[-1]) == EOS and len(d.seq(j)) > d.prompt_lens[j] for d in parts
+                for j in range(len(d)))
+    recs = [json.loads(l) for l in fu.read_text().splitlines()]
+    assert len(recs) == ended and all(r["messages"][-1]["role"] == "user" for r in recs)
     assert T.main(common + ["--eval", str(prompts), "--eval-limit", "1", "--eval-max-tokens", "8"]) == 0
     res = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert res["overall"]["prompts"] == 2 and res["overall"]["identical"] == 2
@@ -263,3 +269,40 @@ def test_init_from_a_drafter_directory(setup, tmp_path):
     with pytest.raises(ValueError, match="does not fit"):
         T._start(Target(model, "llama", []), tok, cfg_for(tmp_path / "n2", init=str(bad)), False,
                  lambda s: None)
+
+
+def test_follow_up_conversations(tmp_path):
+    """A second user turn after each answer that ended on its own; the conversation reads back
+    from a prompt file and encodes through the chat template with the answer's own tokens."""
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from dflash.load import encode_prompt
+
+    wl = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    wl.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = TokenizerWrapper(PreTrainedTokenizerFast(
+        tokenizer_object=wl, eos_token=f"t{EOS}",
+        chat_template="{% for m in messages %}t2 {{ m['content'] }} t3 {% endfor %}t2"))
+    prompts = [("a", "t5 t9"), ("b", "t7")]
+    ds = T.Dataset.from_lists([[2, 5, 9, 3, 2, 11, 12, EOS], [2, 7, 3, 2, 13, 14]], [5, 4], [0, 1],
+                              ["a", "b"], {})
+    recs = T.follow_ups(ds, prompts, tok)
+    assert len(recs) == 1  # the second answer hit the length cap: no follow-up
+    turns = recs[0]["messages"]
+    assert recs[0]["category"] == "a" and [m["role"] for m in turns] == ["user", "assistant", "user"]
+    assert turns[0]["content"] == "t5 t9" and turns[1]["content"] == "t11 t12"
+    assert turns[2]["content"] in T.FOLLOW_UPS
+    path = tmp_path / "fu.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (cat, back), = T.read_prompts(path)
+    assert cat == "a" and back == turns
+    ids = encode_prompt(tok, [dict(m, content="t20") if m["role"] == "user" and i else m
+                              for i, m in enumerate(back)])
+    assert ids == [2, 5, 9, 3, 2, 11, 12, 3, 2, 20, 3, 2]
+    with pytest.raises(ValueError, match="chat template"):
+        encode_prompt(FakeTokenizer(), back)
+    path.write_text(json.dumps({"category": "a", "messages": turns[:2]}) + "\n")
+    with pytest.raises(ValueError, match="ending with a user turn"):
+        T.read_prompts(path)
