@@ -397,13 +397,19 @@ def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: in
         anchors[r] = lo + (rng.choice(n, n_anchors, replace=False) if n >= n_anchors
                            else rng.integers(0, n, n_anchors))
     rows = np.repeat(np.arange(S), n_anchors)
-    a = anchors.reshape(-1)
+    return dict(_blocks(ids, lens, rows, anchors.reshape(-1), B, mask_id), ids=ids[:, :L])
+
+
+def _blocks(ids: np.ndarray, lens: np.ndarray, rows: np.ndarray, a: np.ndarray, B: int,
+            mask_id: int) -> dict[str, np.ndarray]:
+    """Row r: the block [x_a, MASK x (B-1)] of sequence rows[r] at anchor a[r], its labels
+    x_{a+1..a+B-1} and which of them lie inside the sequence (ids padded by >= B past lens)."""
     pos = a[:, None] + np.arange(B)[None]  # [R, B] absolute positions of the block
     block = ids[rows[:, None], pos]
     labels = block[:, 1:].copy()
     valid = pos[:, 1:] < lens[rows][:, None]
     block[:, 1:] = mask_id
-    return {"ids": ids[:, :L], "block": block, "labels": labels, "valid": valid.astype(np.float32),
+    return {"block": block, "labels": labels, "valid": valid.astype(np.float32),
             "anchors": a.astype(np.int32), "rows": rows.astype(np.int32)}
 
 
@@ -487,15 +493,10 @@ def every_anchor(ds: Dataset, seqs, L: int, B: int, R: int, mask_id: int, pad_id
     pairs = [(r, a) for r, i in enumerate(seqs) for a in range(int(ds.prompt_lens[i]), int(lens[r]) - 1)]
     for c in range(0, len(pairs), R):
         chunk = pairs[c : c + R]
-        rows = np.array([r for r, _ in chunk] + [chunk[0][0]] * (R - len(chunk)), dtype=np.int32)
-        a = np.array([x for _, x in chunk] + [chunk[0][1]] * (R - len(chunk)), dtype=np.int32)
-        pos = a[:, None] + np.arange(B)[None]
-        block = ids[rows[:, None], pos]
-        labels = block[:, 1:].copy()
-        valid = (pos[:, 1:] < lens[rows][:, None]).astype(np.float32)
-        block[:, 1:] = mask_id
-        yield [(int(seqs[r]), x) for r, x in chunk], {"ids": ids[:, :L], "block": block, "labels": labels,
-                                                      "valid": valid, "anchors": a, "rows": rows}
+        rows = np.array([r for r, _ in chunk] + [chunk[0][0]] * (R - len(chunk)))
+        a = np.array([x for _, x in chunk] + [chunk[0][1]] * (R - len(chunk)))
+        yield ([(int(seqs[r]), x) for r, x in chunk],
+               dict(_blocks(ids, lens, rows, a, B, mask_id), ids=ids[:, :L]))
 
 
 def position_weights(B: int, gamma: float) -> mx.array:
@@ -1021,7 +1022,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     parts, follow, t0 = [], [], time.perf_counter()
     for prompt_file, data in zip(args.prompts, _data_paths(args)):
-        ds = Dataset.load(data) if data.exists() else None
+        ds, prompts = (Dataset.load(data) if data.exists() else None), None
         if ds is None or not (ds.meta.get("complete") or args.resume):
             prompts = prompts_of(prompt_file)
             limit = args.gen_time_limit
@@ -1033,7 +1034,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 f"tokens in {time.perf_counter() - t1:.0f}s -> {data}")
         parts.append(ds)
         if args.write_follow_ups:
-            follow.extend(follow_ups(ds, prompts_of(prompt_file), tokenizer, args.seed))
+            follow.extend(follow_ups(ds, prompts or prompts_of(prompt_file), tokenizer, args.seed))
     if args.write_follow_ups:
         with open(args.write_follow_ups, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in follow)
