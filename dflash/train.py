@@ -176,12 +176,16 @@ class Dataset:
                    np.asarray(prompt_index, np.int32), np.asarray(categories, dtype=str), meta)
 
 
-def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int,
-                 stop_ids: list[int]) -> list[list[int]]:
+def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int, stop_ids: list[int],
+                 opening: Optional[np.ndarray] = None, temperature: float = 1.0,
+                 seed: int = 0) -> list[list[int]]:
     """Greedy answers to a batch of prompts in lockstep: left-padded (mlx-lm's BatchKVCache keeps
     each row's positions and masks its padding), one fixed-shape forward per token for the whole
     batch, no per-row work on the host. An answer ends with its stop token (kept: it is the
-    target's own next token) or at max_new_tokens."""
+    target's own next token) or at max_new_tokens.
+
+    `opening[r]` > 0: row r's first opening[r] tokens are sampled at `temperature` (never a stop
+    token) and the rest is greedy: another greedy answer to the same prompt, from another start."""
     from mlx_lm.models.cache import BatchKVCache
 
     width = max(map(len, prompts))
@@ -189,14 +193,25 @@ def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int,
     ids = mx.array([[0] * k + p for k, p in zip(pad, prompts)])
     cache = [BatchKVCache(pad) for _ in model.layers]
     stops = mx.array(stop_ids)
-    y = mx.argmax(model(ids, cache=cache)[:, -1], -1)
+    n_open = mx.array(np.zeros(len(prompts)) if opening is None else opening)
+    keys = mx.random.split(mx.random.key(seed), 1 if opening is None else max(1, int(opening.max())))
+
+    def pick(logits, i):  # the token at answer position i
+        y = mx.argmax(logits, -1)
+        if opening is None or i >= int(opening.max()):
+            return y
+        logits = logits.at[:, stops].add(-mx.inf)
+        s = mx.random.categorical(logits / temperature, key=keys[i])
+        return mx.where(i < n_open, s, y)
+
+    y = pick(model(ids, cache=cache)[:, -1], 0)
     out, done = [], mx.zeros(len(prompts), dtype=mx.bool_)
     for i in range(max_new_tokens):
         out.append(y)
         done = done | (y[:, None] == stops).any(-1)
         if i + 1 == max_new_tokens:
             break
-        nxt = mx.argmax(model(y[:, None], cache=cache)[:, -1], -1)
+        nxt = pick(model(y[:, None], cache=cache)[:, -1], i + 1)
         mx.async_eval(nxt, done)  # the device runs ahead while the host checks, now and then,
         if i % 16 == 15 and done.all().item():  # whether every row has stopped
             break
@@ -211,13 +226,19 @@ def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int,
 
 def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
                   max_new_tokens: int, batch_size: int, time_limit: Optional[float] = None,
-                  progress: Callable[[str], None] = print) -> Dataset:
+                  progress: Callable[[str], None] = print, opening: int = 0,
+                  temperature: float = 1.0, seed: int = 0) -> Dataset:
     """Greedy answers of `model` to every prompt, in batches of similar prompt length; saved to
     `path` after each batch (a partial file resumes). After `time_limit` seconds it stops and
-    returns the answers finished so far."""
+    returns the answers finished so far.
+
+    opening > 0: each answer opens with 1..opening sampled tokens (`greedy_batch`), which the token
+    file counts as prompt, so that training anchors and labels only ever see greedy tokens."""
     from .load import encode_prompt
 
     meta = {"max_new_tokens": max_new_tokens, "n_prompts": len(prompts), "complete": False}
+    if opening:
+        meta.update(opening=opening, temperature=temperature, seed=seed)
     done: dict[int, tuple[list[int], int]] = {}
     if path.exists():
         old = Dataset.load(path)
@@ -242,9 +263,14 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
             progress(f"\ngeneration stopped at its time limit: {len(done)}/{len(prompts)} answers")
             break
         batch = todo[s : s + batch_size]
-        for i, answer in zip(batch, greedy_batch(model, [encoded[i] for i in batch],
-                                                 max_new_tokens, stop_ids)):
-            done[i] = (encoded[i] + answer, len(encoded[i]))
+        n_open = None
+        if opening:  # seeded by the batch's first prompt: a resumed file draws the same openings
+            n_open = np.random.default_rng([seed, batch[0]]).integers(1, opening + 1, len(batch))
+        answers = greedy_batch(model, [encoded[i] for i in batch], max_new_tokens, stop_ids,
+                               n_open, temperature, seed=seed * 1_000_003 + batch[0])
+        for r, (i, answer) in enumerate(zip(batch, answers)):
+            k = 0 if n_open is None else min(int(n_open[r]), len(answer))
+            done[i] = (encoded[i] + answer, len(encoded[i]) + k)
             n_tok += len(answer)
         save(False)
         bar.update(len(batch))
@@ -574,11 +600,16 @@ class _Line:
         pass
 
 
-def _split(ds: Dataset, val_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _split(ds: Dataset, val_frac: float, seed: int,
+           groups: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Train / validation sequence indices. Sequences of one group (several answers to one prompt)
+    fall on the same side, so validation never sees a prompt that training saw."""
     ok = np.flatnonzero(ds.lengths - ds.prompt_lens >= 2)
-    perm = np.random.default_rng(seed).permutation(ok)
+    g = ok if groups is None else np.asarray(groups)[ok]
+    perm = np.random.default_rng(seed).permutation(np.unique(g))
     n_val = int(round(len(perm) * val_frac)) if len(perm) > 1 else 0
-    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+    val = np.isin(g, perm[:n_val])
+    return ok[~val], ok[val]
 
 
 def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
@@ -696,8 +727,9 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype)
 
 
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
-          progress: Callable[[str], None] = print) -> Drafter:
+          progress: Callable[[str], None] = print, groups: Optional[np.ndarray] = None) -> Drafter:
     """Train (or continue training) a drafter for `target` on `ds`; returns it (float32).
+    `groups` (one id per sequence, e.g. its prompt) keeps each group on one side of the split.
 
     Writes OUT/checkpoint/ every `save_every` steps and at the end, OUT/train_log.jsonl, and the
     drafter (config.json + model.safetensors in `save_dtype`) in OUT.
@@ -711,7 +743,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         drafter.vocab = DraftVocab(draft_vocab_from(ds, cfg.draft_vocab))
     target.tap_ids = list(args.target_layer_ids)
     B = args.block_size
-    train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed)
+    train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups)
     L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
     S = min(cfg.batch_seqs, len(train_ids))
     pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
@@ -839,7 +871,9 @@ def evaluate(pair, prompts: list[tuple[str, str]], max_tokens: int,
         ids = encode_prompt(pair.tokenizer, text)
         res = {}
         for mode in ("dflash", "target"):
-            *_, summary = stream(pair, ids, GenerationConfig(mode=mode, max_tokens=max_tokens))
+            cfg = GenerationConfig(mode=mode, max_tokens=max_tokens,  # tau of the drafter's whole block
+                                   block_size=pair.drafter.block_size if mode == "dflash" else None)
+            *_, summary = stream(pair, ids, cfg)
             res[mode] = summary
         d, t = res["dflash"], res["target"]
         rows.append({"category": cat, "cycles": d.cycles, "accepted": sum(d.acceptance_lengths),
@@ -919,6 +953,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen-time-limit", type=float, default=None,
                    help="stop generating after this many seconds and train on what is there "
                         "(0: no more generation)")
+    p.add_argument("--opening", type=int, default=0, metavar="N",
+                   help="answers open with 1..N sampled tokens, then go on greedy: more greedy data "
+                        "from the same prompts (the opening counts as prompt: never a label)")
+    p.add_argument("--opening-temp", type=float, default=1.0, help="temperature of the opening")
+    p.add_argument("--opening-seed", type=int, default=1,
+                   help="seed of the openings (another seed: another token file of the same prompts)")
     g = p.add_argument_group("drafter")
     g.add_argument("--layers", type=int, default=c.layers)
     g.add_argument("--intermediate-size", type=int, default=None, help="default: the target's")
@@ -1020,7 +1060,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
         return [prompts[i] for i in order][: args.max_prompts]
 
-    parts, follow, t0 = [], [], time.perf_counter()
+    parts, follow, groups, files, t0 = [], [], [], {}, time.perf_counter()
     for prompt_file, data in zip(args.prompts, _data_paths(args)):
         ds, prompts = (Dataset.load(data) if data.exists() else None), None
         if ds is None or not (ds.meta.get("complete") or args.resume):
@@ -1029,10 +1069,14 @@ def main(argv: Optional[list[str]] = None) -> int:
             t1 = time.perf_counter()
             ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
                                time_limit=None if limit is None else max(0.0, limit - (t1 - t0)),
-                               progress=say)
+                               progress=say, opening=args.opening,
+                               temperature=args.opening_temp, seed=args.opening_seed)
             say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
                 f"tokens in {time.perf_counter() - t1:.0f}s -> {data}")
         parts.append(ds)
+        # a prompt answered in several token files (e.g. with --opening) is one validation group
+        file_id = files.setdefault(str(Path(prompt_file).resolve()), len(files))
+        groups.append(file_id * 2**32 + ds.prompt_index.astype(np.int64))
         if args.write_follow_ups:
             follow.extend(follow_ups(ds, prompts or prompts_of(prompt_file), tokenizer, args.seed))
     if args.write_follow_ups:
@@ -1045,7 +1089,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     if cfg.time_limit:  # the limit counts from the command's start
         cfg.time_limit -= time.perf_counter() - t_main
-    train(Target(lm, model_type, []), tokenizer, ds, cfg, resume=args.resume, progress=say)
+    train(Target(lm, model_type, []), tokenizer, ds, cfg, resume=args.resume, progress=say,
+          groups=np.concatenate(groups))
     return 0
 
 

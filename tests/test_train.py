@@ -70,6 +70,51 @@ def check_greedy_rows(ds, pair, stop: int) -> int:
     return stopped
 
 
+def test_sampled_openings_then_greedy(setup, tmp_path):
+    """--opening: each answer opens with 1..N sampled tokens that the token file counts as prompt;
+    after them the answer is the target's own greedy continuation (the only tokens training learns)."""
+    _, model, tok, ds = setup
+    prompts = [("a", p) for p in ("hello there", "what is up", "x", "qrs tuv wxy", "one two", "zzz")] * 2
+
+    def gen(name, seed):
+        return T.generate_data(model, tok, prompts, tmp_path / name, 24, 4, progress=lambda s: None,
+                               opening=3, temperature=1.5, seed=seed)
+
+    a, again, other = gen("a.npz", 1), gen("b.npz", 1), gen("c.npz", 2)
+    np.testing.assert_array_equal(a.tokens, again.tokens)  # seeded: a resumed file draws the same
+    assert not np.array_equal(a.tokens, other.tokens)
+    assert a.meta["opening"] == 3 and a.meta["complete"]
+    pair = Pair(Target(model, "llama", []), None, tok, "tiny", None)
+    n_open = []
+    for i in range(len(a)):
+        prompt = tok.encode(prompts[a.prompt_index[i]][1])
+        seq = a.seq(i).tolist()
+        k = int(a.prompt_lens[i]) - len(prompt)
+        assert seq[: len(prompt)] == prompt and 1 <= k <= 3
+        assert EOS not in seq[len(prompt) : len(prompt) + k]  # a stop token is never sampled
+        rest = seq[a.prompt_lens[i]:]
+        *_, t = stream(pair, seq[: a.prompt_lens[i]], GenerationConfig(mode="target", max_tokens=24 - k))
+        assert (rest[:-1] if rest[-1] == EOS else rest) == list(t.token_ids), i
+        n_open.append(k)
+    assert len(set(n_open)) > 1
+    # the openings really were sampled: some differ from the greedy answers of `setup`
+    greedy = {tuple(ds.seq(j)[: ds.prompt_lens[j]]): ds.seq(j) for j in range(len(ds))}
+    differ = [not np.array_equal(a.seq(i)[: a.prompt_lens[i]],
+                                 greedy[tuple(tok.encode(prompts[a.prompt_index[i]][1]))][: a.prompt_lens[i]])
+              for i in range(len(a))]
+    assert any(differ)
+
+
+def test_split_keeps_a_prompt_on_one_side(setup):
+    _, _, _, ds = setup
+    two = T.Dataset.concat([ds, ds])  # every prompt answered twice
+    groups = np.concatenate([ds.prompt_index, ds.prompt_index])
+    tr, va = T._split(two, 0.25, 0, groups)
+    assert len(va) and set(groups[tr]).isdisjoint(groups[va])
+    assert sorted(np.concatenate([tr, va]).tolist()) == list(range(len(two)))
+    assert not set(groups[T._split(two, 0.25, 0)[0]]).isdisjoint(groups[T._split(two, 0.25, 0)[1]])
+
+
 def test_training_forward_matches_the_engine_view(setup):
     """A training row (anchor a, context < a) gives the same logits as the engine's drafter
     after prefilling the first a tokens."""
@@ -236,7 +281,7 @@ def test_walk_replays_the_engine_cycles(setup, tmp_path):
     for i in seqs:
         answer = ds.seq(i)[ds.prompt_lens[i]:].tolist()
         n = len(answer) - (answer[-1] == EOS)  # the engine does not emit the stop token
-        *_, d = stream(pair, ds.seq(i)[: ds.prompt_lens[i]].tolist(), GenerationConfig(max_tokens=n))
+        *_, d = stream(pair, ds.seq(i)[: ds.prompt_lens[i]].tolist(), GenerationConfig(max_tokens=n, block_size=drafter.block_size))
         w, e = T.walk(ds, i, accepted, L), list(d.acceptance_lengths)
         # the last cycle may accept drafts past the answer's end, which the data cannot show
         assert w[:-1] == e[:-1] and len(w) == len(e) and w[-1] <= e[-1], i

@@ -11,6 +11,13 @@
 #   bench                               `python -m dflash bench` with the new drafter
 #   convert carry .dtrain/g3 (after part1, part2): the target only, for benches on a fresh machine
 #   peer    carry .dtrain/e .dtrain/p: bench a drafter directory against the z-lab peer
+# The fourth run (nvidia-h200-x2; one process per GPU, CUDA_VISIBLE_DEVICES):
+#   open    carry .dtrain/g3 (after part1, part2)   convert; every prompt answered again, with
+#                                       sampled openings: seed 1 on GPU 0, seed 2 on GPU 1
+#   cand    carry .dtrain/d             two candidates from the shipped drafter on all answers
+#                                       (lr 4e-4 on GPU 0, 8e-4 on GPU 1), first part
+#   pick    resume both to the end of their schedule; bring back the one with the higher
+#           validation tau(walk), both logs and the new token files
 set -uo pipefail
 phase=$1
 shift
@@ -33,6 +40,30 @@ train() {  # the run's fixed settings; the caller adds the schedule
     --max-new-tokens 256 --gen-batch 1024 --seq-len 320 --batch-seqs 32 --anchors 32 \
     --dtype bfloat16 --cache-features --save-every 1000 --log-every 100 --lr 4e-4 \
     --draft-vocab 16384 "$@" 2>&1 | quiet
+}
+
+OPEN="$RUN/open1-natural.npz $RUN/open1-train.npz $RUN/open2-natural.npz $RUN/open2-train.npz"
+LRS=(4e-4 8e-4)
+per_gpu() {  # run "$@" once per GPU in parallel, GPU g with G=g; a one-GPU machine takes turns
+  local n=$(nvidia-smi -L | wc -l) g
+  for g in 0 1; do
+    if [ "$n" -ge 2 ]; then CUDA_VISIBLE_DEVICES=$g G=$g "$@" > $RUN/gpu$g.log 2>&1 &
+    else G=$g "$@" > $RUN/gpu$g.log 2>&1; fi
+  done
+  wait
+  for g in 0 1; do echo "--- GPU $g"; tr '\r' '\n' < $RUN/gpu$g.log | grep -v '^\(training\|generating\|features\|evaluating\):' | tail -25; done
+}
+open_answers() {  # $1: seconds of generation
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
+    --max-new-tokens 256 --gen-batch 1024 --prompts $PROMPTS \
+    --data $RUN/open$((G + 1))-natural.npz $RUN/open$((G + 1))-train.npz \
+    --generate-only --gen-time-limit "$1" --opening 8 --opening-temp 0.8 --opening-seed $((G + 1))
+}
+candidate() {  # the fourth run's settings: no feature cache (3 x 44k answers would need 240 GB)
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr ${LRS[$G]} --draft-vocab 16384 \
+    --prompts $PROMPTS $PROMPTS $PROMPTS --data $DATA $OPEN --gen-time-limit 0 "$@"
 }
 
 case $phase in
@@ -88,8 +119,44 @@ peer)  # carry .dtrain/e (a drafter directory) .dtrain/p (the z-lab peer's model
   mkdir -p /tmp/cache/peers/zlab-dflash-0.1.0 && cp .dtrain/p/model_mlx.py /tmp/cache/peers/zlab-dflash-0.1.0/
   python3 -m dflash bench --draft .dtrain/e --peer zlab "$@"
   ;;
+open)  # $1: seconds of generation
+  env_on
+  mkdir -p /tmp/cache $RUN
+  cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
+  python3 -m dflash.builtin || exit 1
+  per_gpu open_answers "$1"
+  ls -la $RUN
+  ;;
+cand)  # $1: seconds this call may run; $2: seconds of training steps over cand + pick
+  env_on
+  xz -dc .dtrain/d/smollm2-selfdistill-data.npz.xz > $RUN/data-train.npz
+  xz -dc .dtrain/d/smollm2-selfdistill-natural.npz.xz > $RUN/data-natural.npz
+  per_gpu candidate --init .dtrain/d/drafter --steps 0 --train-seconds "$2" \
+    --time-limit $(( $1 - $(date +%s) + T0 ))
+  ;;
+pick)  # $1: seconds this call may run
+  env_on
+  per_gpu candidate --resume --time-limit "$1"
+  best=$(python3 -c "
+import json, sys
+def last(g):
+    v = [r for r in map(json.loads, open(f'$RUN/cand{g}/train_log.jsonl')) if r.get('split') == 'val']
+    return v[-1]['tau_walk'] if v else 0
+t = [last(0), last(1)]
+print(int(t[1] > t[0]), *t, file=sys.stderr); print(int(t[1] > t[0]))")
+  echo "picked candidate $best (lr ${LRS[$best]})"
+  mkdir -p $OUT/run
+  cp $RUN/cand0/train_log.jsonl $RUN/log-cand0.jsonl && cp $RUN/cand1/train_log.jsonl $RUN/log-cand1.jsonl
+  tar -C $RUN -cf $OUT/run/meta.tar cand$best/config.json cand$best/draft_vocab.npy \
+    cand$best/train_log.jsonl log-cand0.jsonl log-cand1.jsonl gpu0.log gpu1.log
+  split -b 15000000 $RUN/cand$best/model.safetensors $OUT/run/model.safetensors.part.
+  tar -C $RUN -cf - open1-natural.npz open1-train.npz open2-natural.npz open2-train.npz | xz -T0 -3 \
+    | split -b 15000000 - $OUT/run/open.tar.xz.part.
+  ln -sfn cand$best $RUN/best
+  ls -la $OUT/run
+  ;;
 bench)
   env_on
-  python3 -m dflash bench --draft $RUN "$@"
+  python3 -m dflash bench --draft ${DRAFT:-$RUN} "$@"
   ;;
 esac
