@@ -289,7 +289,7 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
 
     if cfg.mode != "dflash":
         raise ValueError(f"bench compares DFlash with target-only; cfg.mode must be 'dflash' (got {cfg.mode!r})")
-    B = cfg.block_size or pair.drafter.block_size
+    B = cfg.verify_length(pair.drafter.block_size)
     cfg = replace(cfg, block_size=B).validate(pair.drafter.block_size)
     encoded = {s: [(p["id"], encode_prompt(pair.tokenizer, p["prompt"])) for p in ps] for s, ps in suites.items()}
     first = next(iter(encoded.values()))[0][1]
@@ -578,7 +578,8 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         doc = {"schema": SCHEMA, "environment": environment(pair, argv)}
         doc["settings"] = {
             "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites), "target_dtype": a.target_dtype,
-            "max_tokens": cfg.max_tokens, "block_size": cfg.block_size or pair.drafter.block_size, "adaptive": cfg.adaptive,
+            "max_tokens": cfg.max_tokens, "block_size": cfg.verify_length(pair.drafter.block_size),
+            "adaptive": cfg.adaptive,
             "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
             "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",

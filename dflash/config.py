@@ -8,11 +8,28 @@ from typing import Literal
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_BLOCK_SIZE = 16
 MAX_TOKENS_LIMIT = 4096
+# On a CPU the target verifies compute-bound: each token past ~4 adds to a verify pass (CPU
+# profile: 2/4/8/16 tokens = 1.2/1.2/1.4/2.0 target steps), so unless tau is high a short verify
+# length wins: the embedded pair over the 24 bench prompts ran 1.52x faster than target-only at 4,
+# 1.19x at 16 (assets/bench/results/cpu-smollm2*.json). On a GPU a 16-token pass costs
+# about what a 4-token one does: there the drafter's whole block is the default.
+CPU_BLOCK_SIZE = 4
+
+
+def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> int:
+    """The verify length when none is asked for (and it is not adaptive); on_cpu=None: whether
+    MLX computes on the CPU here."""
+    if on_cpu is None:
+        import mlx.core as mx
+
+        on_cpu = mx.default_device() == mx.cpu
+    return min(drafter_block_size, CPU_BLOCK_SIZE) if on_cpu else drafter_block_size
 
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    """What one generation does. `block_size=None` means the drafter's own block size."""
+    """What one generation does. `block_size=None`: `default_block_size` (the drafter's block on a
+    GPU, 4 on a CPU), or the drafter's block as the upper bound of an adaptive verify length."""
 
     mode: Literal["dflash", "target"] = "dflash"
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -40,3 +57,9 @@ class GenerationConfig:
                     f"block_size must be in 2..{drafter_block_size} for this drafter (got {self.block_size})"
                 )
         return self
+
+    def verify_length(self, drafter_block_size: int, on_cpu: bool | None = None) -> int:
+        """The block (upper bound when adaptive) this generation drafts and verifies."""
+        if self.block_size is not None:
+            return self.block_size
+        return drafter_block_size if self.adaptive else default_block_size(drafter_block_size, on_cpu)

@@ -69,7 +69,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     if dflash and drafter is None:
         raise ValueError("mode 'dflash' needs a drafter; this pair has none")
     cfg.validate(drafter.block_size if dflash else None)
-    B = (cfg.block_size or drafter.block_size) if dflash else 1
+    B = cfg.verify_length(drafter.block_size) if dflash else 1
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     if target.max_context and len(prompt_ids) + cfg.max_tokens + B > target.max_context:

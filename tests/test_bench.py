@@ -7,6 +7,7 @@ import pytest
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 from dflash import bench, peer_zlab
+from dflash.config import default_block_size
 from dflash.drafter import save_drafter
 from dflash.load import Pair
 from dflash.target import Target
@@ -60,7 +61,7 @@ def test_bench_json_plot_and_profile(setup, capsys):
                 "git_commit", "date", "command"):
         assert key in env
     assert env["command"].startswith("python -m dflash bench --prompts")
-    assert doc["settings"]["block_size"] == 8 and doc["settings"]["repeat"] == 2
+    assert doc["settings"]["block_size"] == default_block_size(8) and doc["settings"]["repeat"] == 2
     ids = [(r["suite"], r["id"]) for r in doc["prompts"]]
     assert ids == [("chat", "a"), ("chat", "b"), ("math", "c"), ("math", "d")]
     for r in doc["prompts"]:
