@@ -4,7 +4,9 @@
 
 1. data      the target's own greedy answers to a prompt set (chat template applied), generated in
              lockstep batches of similar-length prompts (`greedy_batch`) and saved as a token
-             file (`data.npz`) that later runs reuse.
+             file (`data.npz`) that later runs reuse. `--opening N` answers the prompts again from
+             other starts (1..N sampled tokens, counted as prompt, then greedy): more greedy data
+             without more prompts.
 2. blocks    random anchors a inside each response. A block is [x_a, MASK x (B-1)] at positions
              a..a+B-1; its context is the target's tapped features of positions < a. Mask slot k
              predicts x_{a+k} (DFLASH.md §3), exactly what the engine asks of the drafter.
