@@ -195,12 +195,13 @@ def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int, stop_ids:
     ids = mx.array([[0] * k + p for k, p in zip(pad, prompts)])
     cache = [BatchKVCache(pad) for _ in model.layers]
     stops = mx.array(stop_ids)
+    longest = 0 if opening is None else int(opening.max())
     n_open = mx.array(np.zeros(len(prompts)) if opening is None else opening)
-    keys = mx.random.split(mx.random.key(seed), 1 if opening is None else max(1, int(opening.max())))
+    keys = mx.random.split(mx.random.key(seed), max(1, longest))
 
     def pick(logits, i):  # the token at answer position i
         y = mx.argmax(logits, -1)
-        if opening is None or i >= int(opening.max()):
+        if i >= longest:
             return y
         logits = logits.at[:, stops].add(-mx.inf)
         s = mx.random.categorical(logits / temperature, key=keys[i])
@@ -426,6 +427,9 @@ def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: in
                            else rng.integers(0, n, n_anchors))
     rows = np.repeat(np.arange(S), n_anchors)
     return dict(_blocks(ids, lens, rows, anchors.reshape(-1), B, mask_id), ids=ids[:, :L])
+
+
+BLOCK_KEYS = ("block", "labels", "valid", "anchors", "rows")  # a batch after the features, in order
 
 
 def _blocks(ids: np.ndarray, lens: np.ndarray, rows: np.ndarray, a: np.ndarray, B: int,
@@ -763,8 +767,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
 
     def batch_for(seqs, rng):
         b = sample_blocks(ds, seqs, rng, L, B, cfg.anchors, args.mask_token_id, pad_id)
-        return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in
-                                              ("block", "labels", "valid", "anchors", "rows")]
+        return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
 
     val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
 
@@ -776,9 +779,9 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
             tot += np.array([a.tolist() for a in aux])
         accepted = {}
         for seqs in val_batches[:2]:
+            feats = features(seqs, _pad(ds, seqs, L, pad_id))  # once for all of its anchors' chunks
             for keys, b in every_anchor(ds, seqs, L, B, S * cfg.anchors, args.mask_token_id, pad_id):
-                n = accept_fn(features(seqs, b["ids"]), *[mx.array(b[k]) for k in
-                                                          ("block", "labels", "valid", "anchors", "rows")])
+                n = accept_fn(feats, *[mx.array(b[k]) for k in BLOCK_KEYS])
                 accepted.update(zip(keys, n.tolist()))
         walked = [i for seqs in val_batches[:2] for i in seqs]
         return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L))
