@@ -40,6 +40,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
+from mlx.nn.utils import average_gradients
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 from .drafter import Drafter, DrafterArgs, DraftVocab, default_taps, dense_weight, save_drafter
@@ -91,6 +92,7 @@ class TrainConfig:
     dtype: str = "float32"  # forward/backward dtype; the master weights stay float32
     cache_features: bool = False
     compile: bool = True
+    distributed: str = ""  # an mx.distributed backend (nccl, ring, mpi): data-parallel over its group
 
 
 # ---------------------------------------------------------------------------------------------
@@ -606,6 +608,16 @@ class _Line:
         pass
 
 
+class _Silent(_Line):
+    """The bar of a process other than rank 0."""
+
+    def __init__(self):
+        super().__init__(0, "")
+
+    def update(self, k=1):
+        pass
+
+
 def _split(ds: Dataset, val_frac: float, seed: int,
            groups: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Train / validation sequence indices. Sequences of one group (several answers to one prompt)
@@ -696,9 +708,12 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
     return drafter, opt, step, total, t_train
 
 
-def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype):
+def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype, world=None):
     """(step, evaluate, accept, state): one AdamW step on fp32 master weights, with the forward and
-    backward passes run by a copy of the drafter in `dtype` when that is not float32."""
+    backward passes run by a copy of the drafter in `dtype` when that is not float32. With a
+    `world` group of W > 1 processes each computes its own batch's gradients and all apply their
+    average (the logged loss and sums too), so the replicas stay equal."""
+    W = world.size() if world is not None else 1
     work = master
     if dtype != mx.float32:
         work = Drafter(master.args)
@@ -714,6 +729,10 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype)
     def step_fn(*batch):
         (loss, aux), grads = loss_and_grad(work, *batch)
         grads = tree_map(lambda g: g.astype(mx.float32), grads)
+        if W > 1:
+            grads = average_gradients(grads, world)
+            loss = mx.distributed.all_sum(loss, group=world) / W
+            aux = tuple(mx.distributed.all_sum(a, group=world) for a in aux)
         grads, gnorm = optim.clip_grad_norm(grads, cfg.clip)
         opt.update(master, grads)
         if work is not master:
@@ -732,15 +751,55 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype)
     return step_fn, eval_fn, accept_fn, state
 
 
+def rank_batch(train_ids: np.ndarray, step: int, S: int, seed: int, W: int = 1,
+               rank: int = 0) -> np.ndarray:
+    """The S training sequences of process `rank` (of W) at `step`: each epoch is one seeded
+    permutation cut into consecutive batches, W per step, so the processes never share one."""
+    per_epoch = max(1, len(train_ids) // (S * W))
+    e, k = divmod(step, per_epoch)
+    j = k * W + rank
+    return np.random.default_rng([seed, e]).permutation(train_ids)[j * S : (j + 1) * S]
+
+
+def _world(backend: str):
+    """The data-parallel group of this process (None: it trains alone)."""
+    if not backend:
+        return None
+    world = mx.distributed.init(strict=True, backend=backend)
+    return world if world.size() > 1 else None
+
+
+def _from_rank0(world, x) -> int:
+    """Rank 0's integer `x` on every process: decisions taken from timings (when to stop, how
+    many steps) must be the same everywhere or the gradient all-reduce would wait forever."""
+    if world is None:
+        return int(x)
+    return int(mx.distributed.all_sum(mx.array(int(x) if world.rank() == 0 else 0), group=world).item())
+
+
+def _check_replicas(world, drafter: Drafter) -> None:
+    """Every process must hold the same weights (same averaged gradients, same updates)."""
+    sums = mx.stack([p.astype(mx.float32).sum() for _, p in tree_flatten(drafter.parameters())])
+    every = np.array(mx.distributed.all_gather(sums[None], group=world))
+    if not (every == every[:1]).all():
+        raise RuntimeError("data-parallel replicas diverged: their weights differ")
+
+
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
           progress: Callable[[str], None] = print, groups: Optional[np.ndarray] = None) -> Drafter:
     """Train (or continue training) a drafter for `target` on `ds`; returns it (float32).
     `groups` (one id per sequence, e.g. its prompt) keeps each group on one side of the split.
 
     Writes OUT/checkpoint/ every `save_every` steps and at the end, OUT/train_log.jsonl, and the
-    drafter (config.json + model.safetensors in `save_dtype`) in OUT.
+    drafter (config.json + model.safetensors in `save_dtype`) in OUT. With `cfg.distributed`, one
+    process per device trains data-parallel (`--distributed` in the CLI says how to launch it);
+    rank 0 validates, logs and writes.
     """
     t_start = time.perf_counter()
+    world = _world(cfg.distributed)
+    W, rank = (world.size(), world.rank()) if world else (1, 0)
+    if rank:
+        progress = lambda s: None
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     drafter, opt, step, total, t_train = _start(target, tokenizer, cfg, resume, progress)
@@ -752,17 +811,20 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups)
     L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
     S = min(cfg.batch_seqs, len(train_ids))
+    if len(train_ids) < S * W:
+        raise ValueError(f"{len(train_ids)} training sequences cannot fill {W} batches of {S}")
     pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
     n_params = sum(v.size for _, v in tree_flatten(drafter.parameters()))
     progress(f"drafter: {args.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
              f"{args.target_layer_ids}, mask id {args.mask_token_id}, block {B}; data: "
              f"{len(train_ids)} train / {len(val_ids)} val sequences, "
              f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {S} sequences "
-             f"x {cfg.anchors} blocks, seq_len {L}, {cfg.dtype}")
+             f"x {cfg.anchors} blocks{f' on each of {W} processes' if W > 1 else ''}, seq_len {L}, "
+             f"{cfg.dtype}")
 
     dtype = SAVE_DTYPES[cfg.dtype]
     io = FrozenIO(target, dtype)
-    step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype)
+    step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype, world)
     features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
 
     def batch_for(seqs, rng):
@@ -786,27 +848,28 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         walked = [i for seqs in val_batches[:2] for i in seqs]
         return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L))
 
-    log = _Log(out / LOG_FILE)
-    run_info = {"data": ds.meta, "config": asdict(cfg)}
+    log = _Log(out / LOG_FILE) if rank == 0 else (lambda **rec: None)
+    run_info = {"data": ds.meta, "config": asdict(cfg), "processes": W}
 
     def save():
+        if rank:
+            return
         save_checkpoint(out, drafter, opt, step, total, dict(run_info, train_seconds=t_train))
         save_drafter(drafter, out, dtype=SAVE_DTYPES[cfg.save_dtype])
 
-    per_epoch = max(1, len(train_ids) // S)
-    bar = _bar(total, "training", initial=step)
+    bar = _bar(total, "training", initial=step) if rank == 0 else _Silent()
     sums, loss_sum, n_sum, timing = np.zeros((3, B - 1)), 0.0, 0, []
     stopped, first = False, step
     while total == 0 or step < total:
-        if (cfg.time_limit and time.perf_counter() - t_start > cfg.time_limit) or \
-                (cfg.stop_after and step - first >= cfg.stop_after):
+        if _from_rank0(world, bool(cfg.time_limit and time.perf_counter() - t_start > cfg.time_limit)
+                       or bool(cfg.stop_after and step - first >= cfg.stop_after)):
             stopped = True
             break
-        e, k = divmod(step, per_epoch)
-        seqs = np.random.default_rng([cfg.seed, e]).permutation(train_ids)[k * S : (k + 1) * S]
+        seqs = rank_batch(train_ids, step, S, cfg.seed, W, rank)
         t0 = time.perf_counter()
         opt.learning_rate = lr_at(cfg, step, total)
-        loss, aux, gnorm = step_fn(*batch_for(seqs, np.random.default_rng([cfg.seed, 1, step])))
+        rng = np.random.default_rng([cfg.seed, 1, step] + ([rank] if W > 1 else []))
+        loss, aux, gnorm = step_fn(*batch_for(seqs, rng))
         mx.eval(loss, aux, gnorm, state)
         dt = time.perf_counter() - t0
         t_train += dt
@@ -826,6 +889,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
                     total = step + max(1, int(left / per_step / 1.03))
                 else:
                     raise ValueError("--steps 0 needs --train-seconds > 0 or a --time-limit")
+                total = _from_rank0(world, total)  # one schedule for every process
                 progress(f"\n{per_step * 1e3:.0f} ms/step -> {total} steps")
                 bar.total = total
         if step % cfg.log_every == 0 or step == total:
@@ -835,7 +899,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
             log(step=step, lr=lr, grad_norm=gnorm.item(), sec_per_step=dt, elapsed=t_train, **m)
             sums, loss_sum, n_sum = np.zeros((3, B - 1)), 0.0, 0
         if step % cfg.save_every == 0 or step == total:
-            if val_batches:
+            if val_batches and rank == 0:
                 v = validate()
                 log(step=step, split="val", **v)
                 progress(f"\nstep {step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
@@ -843,6 +907,8 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
                          f"acc {' '.join(f'{x:.2f}' for x in v['acc'])}")
             save()
     bar.close()
+    if world:
+        _check_replicas(world, drafter)
     save()
     progress(f"{'stopped' if stopped else 'done'} at step {step}/{total}; "
              f"{t_train:.0f}s of training steps; drafter written to {out}")
@@ -1006,6 +1072,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--cache-features", action="store_true",
                    help="compute the target's features once for all data and keep them on the device")
     t.add_argument("--no-compile", dest="compile", action="store_false")
+    t.add_argument("--distributed", default="", metavar="BACKEND",
+                   help="data-parallel over an mx.distributed group (nccl on CUDA GPUs, ring, mpi): "
+                        "one process per device, each a batch of --batch-seqs, gradients averaged; "
+                        "e.g. `mlx.launch --backend nccl -n 2 -m dflash.train ... --distributed nccl`")
     e = p.add_argument_group("evaluation")
     e.add_argument("--eval", nargs="?", const=str(DEFAULT_EVAL_PROMPTS), default=None, metavar="PROMPTS",
                    help="evaluate the drafter in OUT (or --draft) on PROMPTS instead of training")

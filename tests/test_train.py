@@ -351,3 +351,70 @@ def test_follow_up_conversations(tmp_path):
     path.write_text(json.dumps({"category": "a", "messages": turns[:2]}) + "\n")
     with pytest.raises(ValueError, match="ending with a user turn"):
         T.read_prompts(path)
+
+
+def test_rank_batches_split_each_epoch():
+    ids = np.arange(100, 150)
+    assert (T.rank_batch(ids, 3, 8, 0) == T.rank_batch(ids, 3, 8, 0, W=1, rank=0)).all()
+    # 50 sequences, 2 processes x 8: 3 steps an epoch, 6 disjoint batches, then a new permutation
+    seen = [T.rank_batch(ids, step, 8, 0, W=2, rank=r) for step in range(3) for r in range(2)]
+    flat = np.concatenate(seen)
+    assert all(len(b) == 8 for b in seen) and len(set(flat.tolist())) == 48
+    assert set(flat.tolist()) <= set(ids.tolist())
+    assert not (T.rank_batch(ids, 3, 8, 0, W=2, rank=0) == seen[0]).all()
+
+
+_RANK = """
+import json, sys
+sys.path.insert(0, {root!r})
+import mlx.core as mx
+from dflash import train as T
+from dflash.target import Target
+from tests.test_train import cfg_for
+from tests.tiny import FakeTokenizer, tiny_model
+ds = T.Dataset.load({data!r})
+cfg = cfg_for({out!r}, steps=8, save_every=4, compile=True, distributed="ring")
+d = T.train(Target(tiny_model("llama"), "llama", []), FakeTokenizer(), ds, cfg, progress=print)
+w = dict(__import__("mlx.utils", fromlist=["x"]).tree_flatten(d.parameters()))
+print("SUM", json.dumps([float(w[k].astype(mx.float32).sum()) for k in sorted(w)]))
+"""
+
+
+def test_data_parallel_over_two_processes(setup, tmp_path):
+    """Two processes (mx.distributed's ring backend on this CPU) train one drafter: both end with
+    the same weights, only rank 0 logs and writes, and the result is not the one-process run."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tmp, model, tok, ds = setup
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    hostfile = tmp_path / "hosts.json"
+    hostfile.write_text(json.dumps([[f"127.0.0.1:{p}"] for p in ports]))
+    out = tmp_path / "dp"
+    code = _RANK.format(root=str(Path(__file__).parents[1]), data=str(tmp / "data.npz"), out=str(out))
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=dict(os.environ, MLX_RANK=str(r), MLX_HOSTFILE=str(hostfile)))
+             for r in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    sums = [json.loads(next(l for l in o.splitlines() if l.startswith("SUM"))[4:]) for o in outs]
+    assert sums[0] == sums[1]
+    assert "on each of 2 processes" in outs[0] and "done at step 8/8" in outs[0]
+    assert "done at step" not in outs[1]  # rank 1 says nothing
+    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines()]
+    assert [r["step"] for r in log if "split" not in r] == [5, 8]  # one writer
+    assert [r["step"] for r in log if r.get("split") == "val"] == [4, 8]
+    assert json.loads((out / T.CKPT_DIR / "state.json").read_text())["processes"] == 2
+
+    alone = tmp_path / "alone"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(alone, steps=8, save_every=4, compile=True),
+            progress=lambda s: None)
+    a, b = (mx.load(str(d / T.CKPT_DIR / "weights.safetensors")) for d in (out, alone))
+    assert any(not np.allclose(np.array(a[k]), np.array(b[k])) for k in a)

@@ -18,6 +18,11 @@
 #                                       (lr 4e-4 on GPU 0, 8e-4 on GPU 1), first part
 #   pick    resume both to the end of their schedule; bring back the one with the higher
 #           validation tau(walk), both logs and the new token files
+# The fifth run (nvidia-h200-x2; one drafter trained data-parallel, a process per GPU, NCCL):
+#   smoke   carry .dtrain/g3 (after part1, part2)   convert; an all-reduce over both GPUs
+#   dp      carry .dtrain/d                         the shipped drafter trained on all answers
+#   dpmore  resume to the end of the schedule; bring the drafter and the log back
+#   bench   with .dtrain/p carried it also sets up the z-lab peer (`--peer zlab`)
 set -uo pipefail
 phase=$1
 shift
@@ -64,6 +69,21 @@ candidate() {  # the fourth run's settings: no feature cache (3 x 44k answers wo
     --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
     --save-every 1000 --log-every 100 --lr ${LRS[$G]} --draft-vocab 16384 \
     --prompts $PROMPTS $PROMPTS $PROMPTS --data $DATA $OPEN --gen-time-limit 0 "$@"
+}
+
+dp_train() {  # one process per GPU, rank = GPU; NCCL rendezvous on this host
+  local g pids=()
+  for g in 0 1; do
+    CUDA_VISIBLE_DEVICES=$g MLX_RANK=$g MLX_WORLD_SIZE=2 NCCL_HOST_IP=127.0.0.1 NCCL_PORT=12345 \
+      NCCL_NVLS_ENABLE=0 python3 -m dflash.train --target builtin:smollm2-135m-instruct \
+      --out $RUN/dp --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 \
+      --dtype bfloat16 --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+      --prompts $PROMPTS $PROMPTS $PROMPTS --data $DATA $OPEN --gen-time-limit 0 \
+      --distributed nccl "$@" > $RUN/dp$g.log 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for g in 0 1; do echo "--- rank $g"; tr '\r' '\n' < $RUN/dp$g.log | grep -v '^\(training\|features\|evaluating\):' | tail -20; done
 }
 
 case $phase in
@@ -157,6 +177,40 @@ print(int(t[1] > t[0]), *t, file=sys.stderr); print(int(t[1] > t[0]))")
   ;;
 bench)
   env_on
+  if [ -d .dtrain/p ]; then
+    mkdir -p /tmp/cache/peers/zlab-dflash-0.1.0 && cp .dtrain/p/model_mlx.py /tmp/cache/peers/zlab-dflash-0.1.0/
+  fi
   python3 -m dflash bench --draft ${DRAFT:-$RUN} "$@"
+  ;;
+smoke)  # carry .dtrain/g3 (after part1, part2): the target, then an all-reduce over both GPUs
+  env_on
+  mkdir -p /tmp/cache $RUN
+  cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
+  python3 -m dflash.builtin || exit 1
+  for g in 0 1; do
+    CUDA_VISIBLE_DEVICES=$g MLX_RANK=$g MLX_WORLD_SIZE=2 NCCL_HOST_IP=127.0.0.1 NCCL_PORT=12345 \
+      NCCL_NVLS_ENABLE=0 timeout 120 python3 -c "
+import mlx.core as mx
+w = mx.distributed.init(strict=True, backend='nccl')
+x = mx.distributed.all_sum(mx.ones(4) * (w.rank() + 1))
+print('rank', w.rank(), 'of', w.size(), x.tolist(), mx.default_device())" &
+  done
+  wait
+  ;;
+dp)  # carry .dtrain/d; $1: seconds this call may run; $2: seconds of training steps over dp + dpmore
+  env_on
+  xz -dc .dtrain/d/smollm2-selfdistill-data.npz.xz > $RUN/data-train.npz
+  xz -dc .dtrain/d/smollm2-selfdistill-natural.npz.xz > $RUN/data-natural.npz
+  tar -C $RUN -xJf .dtrain/d/smollm2-selfdistill-open.tar.xz
+  dp_train --init .dtrain/d/drafter --steps 0 --train-seconds "$2" \
+    --time-limit $(( $1 - $(date +%s) + T0 ))
+  ;;
+dpmore)  # $1: seconds this call may run
+  env_on
+  dp_train --resume --time-limit "$1"
+  mkdir -p $OUT/run
+  cp $RUN/dp/config.json $RUN/dp/draft_vocab.npy $RUN/dp/train_log.jsonl $RUN/dp0.log $RUN/dp1.log $OUT/run/
+  split -b 15000000 $RUN/dp/model.safetensors $OUT/run/model.safetensors.part.
+  ls -la $OUT/run
   ;;
 esac
