@@ -774,15 +774,20 @@ def _from_rank0(world, x) -> int:
     many steps) must be the same everywhere or the gradient all-reduce would wait forever."""
     if world is None:
         return int(x)
-    return int(mx.distributed.all_sum(mx.array(int(x) if world.rank() == 0 else 0), group=world).item())
+    return _sum_over(world, int(x) if world.rank() == 0 else 0)
 
 
 def _check_replicas(world, drafter: Drafter) -> None:
-    """Every process must hold the same weights (same averaged gradients, same updates)."""
+    """Every process must hold the same weights (same averaged gradients, same updates): each
+    compares its per-array sums with rank 0's (sent as a sum with zeros, which is exact)."""
     sums = mx.stack([p.astype(mx.float32).sum() for _, p in tree_flatten(drafter.parameters())])
-    every = np.array(mx.distributed.all_gather(sums[None], group=world))
-    if not (every == every[:1]).all():
+    rank0 = mx.distributed.all_sum(sums if world.rank() == 0 else mx.zeros_like(sums), group=world)
+    if _sum_over(world, int(not mx.array_equal(sums, rank0).item())):
         raise RuntimeError("data-parallel replicas diverged: their weights differ")
+
+
+def _sum_over(world, x: int) -> int:
+    return int(mx.distributed.all_sum(mx.array(x), group=world).item())
 
 
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
