@@ -2,6 +2,7 @@
 medians, plot; the z-lab peer when its wheel can be fetched."""
 
 import json
+import os
 
 import pytest
 from mlx_lm.tokenizer_utils import TokenizerWrapper
@@ -145,3 +146,16 @@ def test_peer_zlab_runs_on_the_same_pair(setup):
     assert not any(isinstance(l, peer_zlab.load_module(peer_zlab.source_path())._LayerHook)
                    for l in models[-1].model.layers)
     assert "_hidden_states" not in models[-1]
+
+
+def test_cuda_command_buffer_defaults():
+    """On an MLX CUDA build the package raises MLX's command-buffer sizes before mlx loads,
+    unless the environment already says; elsewhere (this CPU wheel) it sets nothing."""
+    from dflash import cuda_env
+
+    env = {"MLX_MAX_MB_PER_BUFFER": "40"}
+    assert cuda_env.apply(env, cuda=True) == {"MLX_MAX_OPS_PER_BUFFER": "100"}
+    assert env == {"MLX_MAX_OPS_PER_BUFFER": "100", "MLX_MAX_MB_PER_BUFFER": "40"}
+    assert cuda_env.apply({}, cuda=False) == {}
+    assert not cuda_env.mlx_is_cuda_build()  # the test machines run mlx[cpu]
+    assert "MLX_MAX_OPS_PER_BUFFER" not in os.environ

@@ -23,6 +23,8 @@
 #   dp      carry .dtrain/d                         the shipped drafter trained on all answers
 #   dpmore  resume to the end of the schedule; bring the drafter and the log back
 #   bench   with .dtrain/p carried it also sets up the z-lab peer (`--peer zlab`)
+#   knobs   carry .dtrain/e (after part1, part2, convert): the same bench with MLX's CUDA
+#           command-buffer settings as shipped and raised (MLX_MAX_OPS_PER_BUFFER / _MB_)
 set -uo pipefail
 phase=$1
 shift
@@ -196,6 +198,12 @@ x = mx.distributed.all_sum(mx.ones(4) * (w.rank() + 1))
 print('rank', w.rank(), 'of', w.size(), x.tolist(), mx.default_device())" &
   done
   wait
+  ;;
+knobs)  # carry .dtrain/e (a drafter directory); "$@": bench arguments
+  env_on
+  python3 -m dflash bench --draft .dtrain/e --out $OUT/knobs-default.json "$@" | tail -6
+  MLX_MAX_OPS_PER_BUFFER=100 MLX_MAX_MB_PER_BUFFER=100 \
+    python3 -m dflash bench --draft .dtrain/e --out $OUT/knobs-ops100.json "$@" | tail -6
   ;;
 dp)  # carry .dtrain/d; $1: seconds this call may run; $2: seconds of training steps over dp + dpmore
   env_on
