@@ -9,10 +9,11 @@ import pytest
 
 from dflash import train as T
 from dflash.config import GenerationConfig
-from dflash.drafter import load_drafter
+from dflash.drafter import Drafter, load_drafter
 from dflash.engine import stream
 from dflash.load import Pair
 from dflash.target import Target
+from dflash.train.loop import _split, _start
 from tests.tiny import CONFIGS, EOS, VOCAB, FakeTokenizer, tiny_model
 
 
@@ -109,10 +110,10 @@ def test_split_keeps_a_prompt_on_one_side(setup):
     _, _, _, ds = setup
     two = T.Dataset.concat([ds, ds])  # every prompt answered twice
     groups = np.concatenate([ds.prompt_index, ds.prompt_index])
-    tr, va = T._split(two, 0.25, 0, groups)
+    tr, va = _split(two, 0.25, 0, groups)
     assert len(va) and set(groups[tr]).isdisjoint(groups[va])
     assert sorted(np.concatenate([tr, va]).tolist()) == list(range(len(two)))
-    assert not set(groups[T._split(two, 0.25, 0)[0]]).isdisjoint(groups[T._split(two, 0.25, 0)[1]])
+    assert not set(groups[_split(two, 0.25, 0)[0]]).isdisjoint(groups[_split(two, 0.25, 0)[1]])
 
 
 def test_training_forward_matches_the_engine_view(setup):
@@ -120,7 +121,7 @@ def test_training_forward_matches_the_engine_view(setup):
     after prefilling the first a tokens."""
     _, model, tok, ds = setup
     target = Target(model, "llama", [0, 2])
-    drafter = T.Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
+    drafter = Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
     drafter.set_dtype(mx.float32)
     b = T.sample_blocks(ds, np.array([0, 1]), np.random.default_rng(0), 64, 8, 3, VOCAB - 1, 0)
     feats = T.target_features(target, mx.array(b["ids"]))
@@ -242,7 +243,7 @@ def test_cached_features_equal_computed_ones(setup):
     cached = T.Features(target, ds, 64, 5, 0, cache=True, progress=lambda s: None)
     fresh = T.Features(target, ds, 64, 5, 0, cache=False, progress=lambda s: None)
     seqs = np.array([15, 0, 7, 4])
-    ids = T._pad(ds, seqs, 64, 0)
+    ids = T.pad_ids(ds, seqs, 64, 0)
     np.testing.assert_allclose(np.array(cached(seqs, ids)), np.array(fresh(seqs, ids).astype(mx.float16)),
                                atol=1e-3)
 
@@ -271,7 +272,7 @@ def test_walk_replays_the_engine_cycles(setup, tmp_path):
     assert val and all(1 <= r["tau_walk"] <= r["tau_est"] + 1e-9 for r in val)
     target = Target(model, "llama", [0, 2])
     io, seqs, L, accepted = T.FrozenIO(target), np.arange(len(ds)), 64, {}
-    feats = T.target_features(target, mx.array(T._pad(ds, seqs, L, 0)))
+    feats = T.target_features(target, mx.array(T.pad_ids(ds, seqs, L, 0)))
     for keys, b in T.every_anchor(ds, seqs, L, 8, 32, VOCAB - 1, 0):
         n = T.accept_lengths(drafter, io, feats, *[mx.array(b[k]) for k in
                                                    ("block", "labels", "valid", "anchors", "rows")])
@@ -299,7 +300,7 @@ def test_init_from_a_drafter_directory(setup, tmp_path):
     first = tmp_path / "first"
     T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5, layers=1), progress=lambda s: None)
     cfg = cfg_for(tmp_path / "next", init=str(first))  # layers=2 in cfg: the directory's 1 wins
-    drafter, *_ = T._start(Target(model, "llama", []), tok, cfg, False, lambda s: None)
+    drafter, *_ = _start(Target(model, "llama", []), tok, cfg, False, lambda s: None)
     src = dict(tree_flatten(load_drafter(first).parameters()))
     got = dict(tree_flatten(drafter.parameters()))
     assert len(drafter.layers) == 1 and got.keys() == src.keys()
@@ -312,7 +313,7 @@ def test_init_from_a_drafter_directory(setup, tmp_path):
                                                      num_target_layers=9)))
     (bad / "model.safetensors").write_bytes((first / "model.safetensors").read_bytes())
     with pytest.raises(ValueError, match="does not fit"):
-        T._start(Target(model, "llama", []), tok, cfg_for(tmp_path / "n2", init=str(bad)), False,
+        _start(Target(model, "llama", []), tok, cfg_for(tmp_path / "n2", init=str(bad)), False,
                  lambda s: None)
 
 

@@ -1,0 +1,146 @@
+"""Steps 2-3, blocks and the loss: random anchors in the answers, each block [x_a, MASK x (B-1)]
+seeing the context before a, weighted cross-entropy; and `walk`, the engine's cycles replayed."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from ..drafter import Drafter, dense_weight
+from .data import Dataset
+
+
+def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: int, B: int,
+                  n_anchors: int, mask_id: int, pad_id: int) -> dict[str, np.ndarray]:
+    """Fixed-shape arrays for `seqs`: ids [S, L] and n_anchors blocks per sequence."""
+    S = len(seqs)
+    ids = np.full((S, L + B), pad_id, dtype=np.int32)  # + B: labels past the end read padding
+    lens = np.zeros(S, dtype=np.int64)
+    anchors = np.zeros((S, n_anchors), dtype=np.int64)
+    for r, i in enumerate(seqs):
+        s = ds.seq(i)[:L]
+        ids[r, : len(s)] = s
+        lens[r] = len(s)
+        lo, hi = int(ds.prompt_lens[i]), len(s) - 2  # the staged token a: a prompt position
+        if hi < lo:  # no room for even one prediction (should not happen after filtering)
+            lo = hi = max(len(s) - 2, 0)
+        n = hi - lo + 1
+        anchors[r] = lo + (rng.choice(n, n_anchors, replace=False) if n >= n_anchors
+                           else rng.integers(0, n, n_anchors))
+    rows = np.repeat(np.arange(S), n_anchors)
+    return dict(_blocks(ids, lens, rows, anchors.reshape(-1), B, mask_id), ids=ids[:, :L])
+
+
+BLOCK_KEYS = ("block", "labels", "valid", "anchors", "rows")  # a batch after the features, in order
+
+
+def _blocks(ids: np.ndarray, lens: np.ndarray, rows: np.ndarray, a: np.ndarray, B: int,
+            mask_id: int) -> dict[str, np.ndarray]:
+    """Row r: the block [x_a, MASK x (B-1)] of sequence rows[r] at anchor a[r], its labels
+    x_{a+1..a+B-1} and which of them lie inside the sequence (ids padded by >= B past lens)."""
+    pos = a[:, None] + np.arange(B)[None]  # [R, B] absolute positions of the block
+    block = ids[rows[:, None], pos]
+    labels = block[:, 1:].copy()
+    valid = pos[:, 1:] < lens[rows][:, None]
+    block[:, 1:] = mask_id
+    return {"block": block, "labels": labels, "valid": valid.astype(np.float32),
+            "anchors": a.astype(np.int32), "rows": rows.astype(np.int32)}
+
+
+class FrozenIO:
+    """The target's embedding and head as dense matrices in the training dtype (frozen): the
+    drafter reads its block through the first and its logits through the second."""
+
+    def __init__(self, target, dtype=mx.float32):
+        bb = target.backbone
+        self.embed_w = dense_weight(bb.embed_tokens).astype(dtype)
+        self.head_w = self.embed_w if target.head is None else dense_weight(target.head).astype(dtype)
+        mx.eval(self.embed_w, self.head_w)
+
+    def embed(self, ids: mx.array) -> mx.array:
+        return self.embed_w[ids]
+
+    def logits(self, h: mx.array) -> mx.array:
+        return h @ self.head_w.T
+
+
+def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.array,
+                    anchors: mx.array, rows: mx.array) -> mx.array:
+    """Block hidden states [R, B, H]: row r is a block at position anchors[r] of sequence rows[r],
+    seeing that sequence's context at positions < anchors[r] (as the engine's cache would)."""
+    L = feats.shape[1]
+    ctx = drafter.project(feats)
+    h = io.embed(block).astype(drafter.fc.weight.dtype)
+    seen = mx.arange(L)[None] < anchors[:, None]
+    mask = mx.concatenate([seen, mx.ones((len(anchors), block.shape[1]), dtype=mx.bool_)], 1)
+    mask = mask[:, None, None, :]
+    for layer in drafter.layers:
+        k, v = layer.self_attn.kv(ctx, 0)
+        h = layer(h, k[rows], v[rows], anchors, mask)
+    return drafter.norm(h)
+
+
+def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights):
+    """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums."""
+    h = drafter_forward(drafter, io, feats, block, anchors, rows)
+    logits = io.logits(h[:, 1:]).astype(mx.float32)
+    ce = nn.losses.cross_entropy(logits, labels, reduction="none")
+    w = weights[None] * valid
+    loss = (ce * w).sum() / mx.maximum(w.sum(), 1e-6)
+    correct = (mx.argmax(logits, -1) == labels) * valid
+    accepted = mx.cumprod(correct, axis=1)
+    return loss, (correct.sum(0), accepted.sum(0), valid.sum(0))
+
+
+def accept_lengths(drafter, io, feats, block, labels, valid, anchors, rows) -> mx.array:
+    """Per block: how many of its drafted tokens the target would accept (the run of correct
+    slots from slot 1), the number the engine's verify step computes."""
+    h = drafter_forward(drafter, io, feats, block, anchors, rows)
+    correct = (mx.argmax(io.logits(h[:, 1:]), -1) == labels) * valid
+    return mx.cumprod(correct, axis=1).sum(1)
+
+
+def walk(ds: Dataset, i: int, accepted: dict[tuple[int, int], int], L: int) -> list[int]:
+    """The accepted draft counts of the cycles the engine would run on answer i, which the target
+    itself wrote greedily: the first cycle drafts after the first answer token, each cycle commits
+    its accepted drafts plus the target's own token, and the next one drafts from there."""
+    a, end, out = int(ds.prompt_lens[i]), min(len(ds.seq(i)), L) - 1, []
+    while a < end:
+        out.append(min(int(accepted[(int(i), a)]), end - a))
+        a += out[-1] + 1
+    return out
+
+
+def walk_tau(ds: Dataset, seqs, accepted: dict[tuple[int, int], int], L: int) -> float:
+    """tau as the engine measures it (1 + accepted drafts per cycle) over `walk`s. The mean over
+    uniformly random anchors (tau~) overstates it: an easy stretch is crossed in a few long
+    cycles, a hard one takes many short ones."""
+    cycles = [n for i in seqs for n in walk(ds, i, accepted, L)]
+    return 1 + sum(cycles) / max(len(cycles), 1)
+
+
+def every_anchor(ds: Dataset, seqs, L: int, B: int, R: int, mask_id: int, pad_id: int):
+    """Blocks at every answer position of `seqs`, in chunks of R rows (the last one padded with
+    copies of the first row): yields (keys, batch arrays) with keys[r] = (sequence, anchor)."""
+    ids = pad_ids(ds, seqs, L + B, pad_id)
+    lens = np.minimum(ds.lengths[seqs], L)
+    pairs = [(r, a) for r, i in enumerate(seqs) for a in range(int(ds.prompt_lens[i]), int(lens[r]) - 1)]
+    for c in range(0, len(pairs), R):
+        chunk = pairs[c : c + R]
+        rows = np.array([r for r, _ in chunk] + [chunk[0][0]] * (R - len(chunk)))
+        a = np.array([x for _, x in chunk] + [chunk[0][1]] * (R - len(chunk)))
+        yield ([(int(seqs[r]), x) for r, x in chunk],
+               dict(_blocks(ids, lens, rows, a, B, mask_id), ids=ids[:, :L]))
+
+
+def position_weights(B: int, gamma: float) -> mx.array:
+    return mx.exp(-mx.arange(B - 1, dtype=mx.float32) / gamma)
+
+
+def pad_ids(ds: Dataset, seqs, L: int, pad_id: int) -> np.ndarray:
+    ids = np.full((len(seqs), L), pad_id, dtype=np.int32)
+    for r, i in enumerate(seqs):
+        s = ds.seq(i)[:L]
+        ids[r, : len(s)] = s
+    return ids
