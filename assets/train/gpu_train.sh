@@ -213,9 +213,9 @@ dp)  # carry .dtrain/d; $1: seconds this call may run; $2: seconds of training s
   dp_train --init .dtrain/d/drafter --steps 0 --train-seconds "$2" \
     --time-limit $(( $1 - $(date +%s) + T0 ))
   ;;
-dpmore)  # $1: seconds this call may run
+dpmore)  # $1: seconds this call may run; more arguments go to train (e.g. --steps N)
   env_on
-  dp_train --resume --time-limit "$1"
+  dp_train --resume --time-limit "$1" "${@:2}"
   mkdir -p $OUT/run
   cp $RUN/dp/config.json $RUN/dp/draft_vocab.npy $RUN/dp/train_log.jsonl $RUN/dp0.log $RUN/dp1.log $OUT/run/
   split -b 15000000 $RUN/dp/model.safetensors $OUT/run/model.safetensors.part.
