@@ -2,7 +2,6 @@
 medians, plot; the z-lab peer when its wheel can be fetched."""
 
 import json
-import os
 
 import pytest
 from mlx_lm.tokenizer_utils import TokenizerWrapper
@@ -148,14 +147,26 @@ def test_peer_zlab_runs_on_the_same_pair(setup):
     assert "_hidden_states" not in models[-1]
 
 
-def test_cuda_command_buffer_defaults():
+def test_cuda_command_buffer_defaults(monkeypatch):
     """On an MLX CUDA build the package raises MLX's command-buffer sizes before mlx loads,
-    unless the environment already says; elsewhere (this CPU wheel) it sets nothing."""
+    unless the environment already says; on other builds it sets nothing."""
+    from importlib import metadata
+
     from dflash import cuda_env
 
     env = {"MLX_MAX_MB_PER_BUFFER": "40"}
     assert cuda_env.apply(env, cuda=True) == {"MLX_MAX_OPS_PER_BUFFER": "100"}
     assert env == {"MLX_MAX_OPS_PER_BUFFER": "100", "MLX_MAX_MB_PER_BUFFER": "40"}
     assert cuda_env.apply({}, cuda=False) == {}
-    assert not cuda_env.mlx_is_cuda_build()  # the test machines run mlx[cpu]
-    assert "MLX_MAX_OPS_PER_BUFFER" not in os.environ
+
+    def installed(*names):
+        def distribution(name):
+            if name in names:
+                return object()
+            raise metadata.PackageNotFoundError(name)
+        return distribution
+
+    monkeypatch.setattr(metadata, "distribution", installed("mlx-cuda-13", "mlx"))
+    assert cuda_env.mlx_is_cuda_build() and cuda_env.apply({}) == cuda_env.SETTINGS
+    monkeypatch.setattr(metadata, "distribution", installed("mlx", "mlx-metal"))
+    assert not cuda_env.mlx_is_cuda_build() and cuda_env.apply({}) == {}
