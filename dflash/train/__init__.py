@@ -25,8 +25,8 @@ Checkpoints (`OUT/checkpoint/`: weights, optimizer state, step) make runs resuma
 the drafter itself is written to OUT in the HF layout of DFLASH.md §3 (`save_drafter`).
 `--distributed nccl|ring|mpi` trains one drafter data-parallel, one process per device.
 
-Modules: data (1), model (the drafter a target gets), blocks (2-3), loop (training), evaluate (4),
-config, progress, cli.
+Modules: data (1), model (the drafter a target gets), blocks (2-3), loop (training), parallel
+(data-parallel), evaluate (4), config, progress, cli.
 """
 
 from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, drafter_forward,
@@ -35,9 +35,10 @@ from .cli import DEFAULT_EVAL_PROMPTS, DEFAULT_PROMPTS, build_parser, main
 from .config import SAVE_DTYPES, TrainConfig
 from .data import DATA_FILE, FOLLOW_UPS, Dataset, follow_ups, generate_data, greedy_batch, read_prompts
 from .evaluate import evaluate, format_eval
-from .loop import CKPT_DIR, LOG_FILE, Features, load_checkpoint, lr_at, rank_batch, save_checkpoint, train
+from .loop import CKPT_DIR, LOG_FILE, Features, load_checkpoint, lr_at, save_checkpoint, train
 from .model import (choose_mask_token, draft_vocab_from, drafter_args_for, init_from_target,
                     target_features)
+from .parallel import rank_batch
 
 __all__ = [
     "BLOCK_KEYS", "CKPT_DIR", "DATA_FILE", "DEFAULT_EVAL_PROMPTS", "DEFAULT_PROMPTS", "FOLLOW_UPS",

@@ -23,6 +23,7 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
 from .model import draft_vocab_from, drafter_args_for, init_from_target, target_features
+from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
 
 CKPT_DIR = "checkpoint"
@@ -191,45 +192,6 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
     return step_fn, eval_fn, accept_fn, state
 
 
-def rank_batch(train_ids: np.ndarray, step: int, S: int, seed: int, W: int = 1,
-               rank: int = 0) -> np.ndarray:
-    """The S training sequences of process `rank` (of W) at `step`: each epoch is one seeded
-    permutation cut into consecutive batches, W per step, so the processes never share one."""
-    per_epoch = max(1, len(train_ids) // (S * W))
-    e, k = divmod(step, per_epoch)
-    j = k * W + rank
-    return np.random.default_rng([seed, e]).permutation(train_ids)[j * S : (j + 1) * S]
-
-
-def _world(backend: str):
-    """The data-parallel group of this process (None: it trains alone)."""
-    if not backend:
-        return None
-    world = mx.distributed.init(strict=True, backend=backend)
-    return world if world.size() > 1 else None
-
-
-def _from_rank0(world, x) -> int:
-    """Rank 0's integer `x` on every process: decisions taken from timings (when to stop, how
-    many steps) must be the same everywhere or the gradient all-reduce would wait forever."""
-    if world is None:
-        return int(x)
-    return _sum_over(world, int(x) if world.rank() == 0 else 0)
-
-
-def _check_replicas(world, drafter: Drafter) -> None:
-    """Every process must hold the same weights (same averaged gradients, same updates): each
-    compares its per-array sums with rank 0's (sent as a sum with zeros, which is exact)."""
-    sums = mx.stack([p.astype(mx.float32).sum() for _, p in tree_flatten(drafter.parameters())])
-    rank0 = mx.distributed.all_sum(sums if world.rank() == 0 else mx.zeros_like(sums), group=world)
-    if _sum_over(world, int(not mx.array_equal(sums, rank0).item())):
-        raise RuntimeError("data-parallel replicas diverged: their weights differ")
-
-
-def _sum_over(world, x: int) -> int:
-    return int(mx.distributed.all_sum(mx.array(x), group=world).item())
-
-
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
           progress: Callable[[str], None] = print, groups: Optional[np.ndarray] = None) -> Drafter:
     """Train (or continue training) a drafter for `target` on `ds`; returns it (float32).
@@ -241,7 +203,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     rank 0 validates, logs and writes.
     """
     t_start = time.perf_counter()
-    world = _world(cfg.distributed)
+    world = world_group(cfg.distributed)
     W, rank = (world.size(), world.rank()) if world else (1, 0)
     if rank:
         progress = lambda s: None
@@ -306,7 +268,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     sums, loss_sum, n_sum, timing = np.zeros((3, B - 1)), 0.0, 0, []
     stopped, first = False, step
     while total == 0 or step < total:
-        if _from_rank0(world, bool(cfg.time_limit and time.perf_counter() - t_start > cfg.time_limit)
+        if from_rank0(world, bool(cfg.time_limit and time.perf_counter() - t_start > cfg.time_limit)
                        or bool(cfg.stop_after and step - first >= cfg.stop_after)):
             stopped = True
             break
@@ -334,7 +296,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
                     total = step + max(1, int(left / per_step / 1.03))
                 else:
                     raise ValueError("--steps 0 needs --train-seconds > 0 or a --time-limit")
-                total = _from_rank0(world, total)  # one schedule for every process
+                total = from_rank0(world, total)  # one schedule for every process
                 progress(f"\n{per_step * 1e3:.0f} ms/step -> {total} steps")
                 bar.total = total
         if step % cfg.log_every == 0 or step == total:
@@ -353,7 +315,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
             save()
     bar.close()
     if world:
-        _check_replicas(world, drafter)
+        check_replicas(world, drafter)
     save()
     progress(f"{'stopped' if stopped else 'done'} at step {step}/{total}; "
              f"{t_train:.0f}s of training steps; drafter written to {out}")
