@@ -1,0 +1,52 @@
+"""Is the bench's target-only a fair baseline? Our engine's target-only decoding against
+mlx-lm's own `stream_generate` on the same loaded target and prompt ids, interleaved, greedy.
+
+    python assets/bench/baseline_check.py [--prompts 1] [--max-tokens 128] [--reps 5]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import dflash  # noqa: E402,F401  (before mlx: the CPU BLAS)
+import mlx.core as mx  # noqa: E402
+from mlx_lm import stream_generate  # noqa: E402
+from mlx_lm.sample_utils import make_sampler  # noqa: E402
+
+from dflash.config import GenerationConfig  # noqa: E402
+from dflash.engine import stream  # noqa: E402
+from dflash.load import encode_prompt, load_pair  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prompts", type=int, default=1, help="first N prompts of the chat suite")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    pair = load_pair(progress=lambda s: None)
+    suite = Path(__file__).parent / "chat.jsonl"
+    for line in suite.read_text().splitlines()[: args.prompts]:
+        ids = encode_prompt(pair.tokenizer, json.loads(line)["prompt"])
+        ours, ref, same = [], [], True
+        for _ in range(args.reps):
+            *_, s = stream(pair, ids, GenerationConfig(mode="target", max_tokens=args.max_tokens))
+            ours.append(s.decode_tok_s)
+            toks = []
+            for r in stream_generate(pair.target.model, pair.tokenizer, mx.array(ids),
+                                     max_tokens=args.max_tokens, sampler=make_sampler(0.0)):
+                toks.append(r.token)
+            ref.append(r.generation_tps)
+            n = min(len(toks), len(s.token_ids))
+            same &= toks[:n] == list(s.token_ids)[:n]
+        print(json.dumps({"ours_tok_s": round(statistics.median(ours), 2),
+                          "mlx_lm_tok_s": round(statistics.median(ref), 2),
+                          "same_tokens": same, "ours": [round(x, 2) for x in ours],
+                          "mlx_lm": [round(x, 2) for x in ref], "device": str(mx.default_device())}))
+
+
+if __name__ == "__main__":
+    main()
