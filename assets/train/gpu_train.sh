@@ -73,11 +73,14 @@ candidate() {  # the fourth run's settings: no feature cache (3 x 44k answers wo
     --prompts $PROMPTS $PROMPTS $PROMPTS --data $DATA $OPEN --gen-time-limit 0 "$@"
 }
 
-dp_train() {  # one process per GPU, rank = GPU; NCCL rendezvous on this host
+as_rank() {  # $1: rank = GPU of 2; run the rest there, NCCL rendezvous on this host
+  CUDA_VISIBLE_DEVICES=$1 MLX_RANK=$1 MLX_WORLD_SIZE=2 NCCL_HOST_IP=127.0.0.1 NCCL_PORT=12345 \
+    NCCL_NVLS_ENABLE=0 "${@:2}"
+}
+dp_train() {  # one process per GPU, one drafter trained data-parallel
   local g pids=()
   for g in 0 1; do
-    CUDA_VISIBLE_DEVICES=$g MLX_RANK=$g MLX_WORLD_SIZE=2 NCCL_HOST_IP=127.0.0.1 NCCL_PORT=12345 \
-      NCCL_NVLS_ENABLE=0 python3 -m dflash.train --target builtin:smollm2-135m-instruct \
+    as_rank $g python3 -m dflash.train --target builtin:smollm2-135m-instruct \
       --out $RUN/dp --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 \
       --dtype bfloat16 --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
       --prompts $PROMPTS $PROMPTS $PROMPTS --data $DATA $OPEN --gen-time-limit 0 \
@@ -190,8 +193,7 @@ smoke)  # carry .dtrain/g3 (after part1, part2): the target, then an all-reduce 
   cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
   python3 -m dflash.builtin || exit 1
   for g in 0 1; do
-    CUDA_VISIBLE_DEVICES=$g MLX_RANK=$g MLX_WORLD_SIZE=2 NCCL_HOST_IP=127.0.0.1 NCCL_PORT=12345 \
-      NCCL_NVLS_ENABLE=0 timeout 120 python3 -c "
+    as_rank $g timeout 120 python3 -c "
 import mlx.core as mx
 w = mx.distributed.init(strict=True, backend='nccl')
 x = mx.distributed.all_sum(mx.ones(4) * (w.rank() + 1))
