@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    pair = load_pair(progress=lambda s: None)
+    pair = load_pair(mode="target", progress=lambda s: None)
     suite = Path(__file__).parent / "chat.jsonl"
     for line in suite.read_text().splitlines()[: args.prompts]:
         ids = encode_prompt(pair.tokenizer, json.loads(line)["prompt"])

@@ -25,6 +25,13 @@
 #   bench   with .dtrain/p carried it also sets up the z-lab peer (`--peer zlab`)
 #   knobs   carry .dtrain/e (after part1, part2, convert): the same bench with MLX's CUDA
 #           command-buffer settings as shipped and raised (MLX_MAX_OPS_PER_BUFFER / _MB_)
+# The sixth run (nvidia-h200-x2): two more answers per prompt, then the fifth run's recipe
+#   probe   carry .dtrain/g3 (after part1, part2)   convert; the all-reduce; where a verify pass
+#                                       spends its time (assets/bench/verify_cost.py)
+#   open    with SEED0=3: openings seeded 3 (GPU 0) and 4 (GPU 1)
+#   dp, dpmore  as above, on every open*.npz there; dpmore also brings the new token files back
+#   final   the bench of the new drafter, our target-only against mlx-lm's stream_generate,
+#           the drafter's pass in fp32 / bf16 / fp16
 set -uo pipefail
 phase=$1
 shift
@@ -50,6 +57,7 @@ train() {  # the run's fixed settings; the caller adds the schedule
 }
 
 OPEN="$RUN/open1-natural.npz $RUN/open1-train.npz $RUN/open2-natural.npz $RUN/open2-train.npz"
+SEED0=${SEED0:-1}  # the open phase seeds GPU g's openings with SEED0 + g
 LRS=(4e-4 8e-4)
 per_gpu() {  # run "$@" once per GPU in parallel, GPU g with G=g; a one-GPU machine takes turns
   local n=$(nvidia-smi -L | wc -l) g
@@ -63,8 +71,8 @@ per_gpu() {  # run "$@" once per GPU in parallel, GPU g with G=g; a one-GPU mach
 open_answers() {  # $1: seconds of generation
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
     --max-new-tokens 256 --gen-batch 1024 --prompts $PROMPTS \
-    --data $RUN/open$((G + 1))-natural.npz $RUN/open$((G + 1))-train.npz \
-    --generate-only --gen-time-limit "$1" --opening 8 --opening-temp 0.8 --opening-seed $((G + 1))
+    --data $RUN/open$((G + SEED0))-natural.npz $RUN/open$((G + SEED0))-train.npz \
+    --generate-only --gen-time-limit "$1" --opening 8 --opening-temp 0.8 --opening-seed $((G + SEED0))
 }
 candidate() {  # the fourth run's settings: no feature cache (3 x 44k answers would need 240 GB)
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
@@ -77,13 +85,17 @@ as_rank() {  # $1: rank = GPU of 2; run the rest there, NCCL rendezvous on this 
   CUDA_VISIBLE_DEVICES=$1 MLX_RANK=$1 MLX_WORLD_SIZE=2 NCCL_HOST_IP=127.0.0.1 NCCL_PORT=12345 \
     NCCL_NVLS_ENABLE=0 "${@:2}"
 }
-dp_train() {  # one process per GPU, one drafter trained data-parallel
-  local g pids=()
+dp_train() {  # one process per GPU, one drafter trained data-parallel, on every answer file there
+  local g pids=() data=$DATA prompts="$PROMPTS" n
+  for n in 1 2 3 4 5 6; do
+    [ -f $RUN/open$n-natural.npz ] && data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" \
+      && prompts="$prompts $PROMPTS"
+  done
   for g in 0 1; do
     as_rank $g python3 -m dflash.train --target builtin:smollm2-135m-instruct \
       --out $RUN/dp --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 \
       --dtype bfloat16 --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
-      --prompts $PROMPTS $PROMPTS $PROMPTS --data $DATA $OPEN --gen-time-limit 0 \
+      --prompts $prompts --data $data --gen-time-limit 0 \
       --distributed nccl "$@" > $RUN/dp$g.log 2>&1 &
     pids+=($!)
   done
@@ -147,7 +159,7 @@ peer)  # carry .dtrain/e (a drafter directory) .dtrain/p (the z-lab peer's model
 open)  # $1: seconds of generation
   env_on
   mkdir -p /tmp/cache $RUN
-  cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
+  [ -f /tmp/cache/$GGUF ] || cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
   python3 -m dflash.builtin || exit 1
   per_gpu open_answers "$1"
   ls -la $RUN
@@ -221,6 +233,19 @@ dpmore)  # $1: seconds this call may run; more arguments go to train (e.g. --ste
   mkdir -p $OUT/run
   cp $RUN/dp/config.json $RUN/dp/draft_vocab.npy $RUN/dp/train_log.jsonl $RUN/dp0.log $RUN/dp1.log $OUT/run/
   split -b 15000000 $RUN/dp/model.safetensors $OUT/run/model.safetensors.part.
+  new=$(cd $RUN && ls open[3-9]-*.npz 2>/dev/null)
+  [ -n "$new" ] && tar -C $RUN -cf - $new | xz -T0 -3 | split -b 15000000 - $OUT/run/open2.tar.xz.part.
   ls -la $OUT/run
+  ;;
+probe)  # carry .dtrain/g3 (after part1, part2)
+  bash $0 smoke
+  env_on
+  python3 assets/bench/verify_cost.py --out $OUT/verify-cost.json
+  ;;
+final)  # the new drafter ($RUN/dp): the bench ("$@"), our baseline against mlx-lm, draft costs
+  env_on
+  python3 -m dflash bench --draft $RUN/dp "$@"
+  python3 assets/bench/baseline_check.py --prompts 3 --reps 3
+  python3 assets/bench/verify_cost.py --draft $RUN/dp --draft-only --out $OUT/draft-cost.json
   ;;
 esac
