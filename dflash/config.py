@@ -10,8 +10,8 @@ DEFAULT_BLOCK_SIZE = 16
 MAX_TOKENS_LIMIT = 4096
 # On a CPU the target verifies compute-bound: each token past ~4 adds to a verify pass (CPU
 # profile: 2/4/8/16 tokens = 1.1/1.3/1.6/2.0 target steps), so unless tau is high a short verify
-# length wins: the embedded pair over the 24 bench prompts ran 1.48-1.55x faster than target-only
-# at 4 (fifth drafter, four runs), 1.19x at 16 (fourth; assets/bench/results/cpu-smollm2*.json). On a GPU a 16-token
+# length wins: the embedded pair over the 24 bench prompts ran 1.47-1.55x faster than target-only
+# at 4 (fifth and sixth drafters, eight runs), 1.19x at 16 (fourth; assets/bench/results/cpu-smollm2*.json). On a GPU a 16-token
 # pass costs about what a 4-token one does: there the drafter's whole block is the default.
 CPU_BLOCK_SIZE = 4
 
