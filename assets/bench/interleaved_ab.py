@@ -1,0 +1,85 @@
+"""Two DFlash variants on the same loaded target and prompt ids, interleaved prompt by prompt
+(the order alternates), so that this machine's drift hits both alike. Greedy; every output must
+match the first one of its prompt.
+
+    python assets/bench/interleaved_ab.py overlap [--per-suite 2] [--reps 2]
+        the engine as is vs the draft evaluated asynchronously (`mx.async_eval`): the host builds
+        the verify pass while the device drafts (the loop then cannot time the two apart)
+    python assets/bench/interleaved_ab.py drafters DIR_A DIR_B [--per-suite 2] [--reps 2]
+        two drafters for the builtin target
+"""
+
+import argparse
+import inspect
+import json
+import statistics
+import sys
+import textwrap
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import dflash  # noqa: F401  (before mlx: the CPU BLAS)
+from dflash import engine  # noqa: E402
+from dflash.config import GenerationConfig  # noqa: E402
+from dflash.drafter import load_drafter  # noqa: E402
+from dflash.load import encode_prompt, load_pair  # noqa: E402
+
+BENCH = Path(__file__).parent
+
+
+def overlap_cycle():
+    """engine._dflash_cycle with its read-back of the draft replaced by an asynchronous eval."""
+    src = textwrap.dedent(inspect.getsource(engine._dflash_cycle))
+    assert "    mx.eval(drafted)\n" in src
+    ns = dict(vars(engine))
+    exec(src.replace("    mx.eval(drafted)\n", "    mx.async_eval(drafted)\n"), ns)
+    return ns["_dflash_cycle"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=("overlap", "drafters"))
+    ap.add_argument("dirs", nargs="*")
+    ap.add_argument("--per-suite", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=2)
+    args = ap.parse_args()
+    if len(args.dirs) != (2 if args.what == "drafters" else 0):
+        ap.error("drafters takes two drafter directories, overlap none")
+    pair = load_pair(draft=args.dirs[0] if args.dirs else None, progress=lambda s: None)
+    plain = engine._dflash_cycle
+    if args.what == "overlap":
+        names, setups = ("plain", "overlap"), {"plain": plain, "overlap": overlap_cycle()}
+    else:
+        other = load_drafter(args.dirs[1], pair.drafter.fc.weight.dtype)
+        assert other.target_layer_ids == pair.drafter.target_layer_ids, "the two drafters tap other layers"
+        names, setups = (args.dirs[0], args.dirs[1]), {args.dirs[0]: pair.drafter, args.dirs[1]: other}
+
+    prompts = [json.loads(line)["prompt"] for s in ("chat", "code", "math")
+               for line in (BENCH / f"{s}.jsonl").read_text().splitlines()[: args.per_suite]]
+    cfg = GenerationConfig(mode="dflash", max_tokens=128)
+    tok_s, tau, first = {n: [] for n in names}, {n: [] for n in names}, {}
+    for rep in range(args.reps):
+        for i, p in enumerate(prompts):
+            ids = encode_prompt(pair.tokenizer, p)
+            for name in names if (i + rep) % 2 == 0 else names[::-1]:
+                if args.what == "overlap":
+                    engine._dflash_cycle = setups[name]
+                else:
+                    pair.drafter = setups[name]
+                *_, s = engine.stream(pair, ids, cfg)
+                engine._dflash_cycle = plain
+                assert first.setdefault(i, s.token_ids) == s.token_ids, f"prompt {i}: output changed"
+                tok_s[name].append(s.decode_tok_s)
+                tau[name].append(s.tau)
+    a, b = names
+    print(json.dumps({
+        "runs": len(tok_s[a]), "identical": True,
+        **{n: {"median_tok_s": round(statistics.median(tok_s[n]), 2), "median_tau": round(statistics.median(tau[n]), 3),
+               "tok_s": [round(x, 1) for x in tok_s[n]]} for n in names},
+        "b_over_a_median_of_ratios": round(statistics.median(y / x for x, y in zip(tok_s[a], tok_s[b])), 4),
+        "b_faster_in": sum(y > x for x, y in zip(tok_s[a], tok_s[b])),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
