@@ -8,6 +8,8 @@ outputs of the tapped layers, walking mlx-lm's own layer objects (no class is pa
 
 from __future__ import annotations
 
+import os
+from functools import partial
 from typing import Optional
 
 import mlx.core as mx
@@ -21,12 +23,16 @@ from .tape import GDNTape, gdn_forward_recorded, rollback
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 PREFILL_CHUNK = 512
 KEY_CHUNK = 256  # p @ v reduces over fixed key chunks: see _attention_rows_invariant
+# GPU, opt-in, not yet measured: attention of a k-token pass in calls of this many query rows
+# (see _attention_row_chunks); 0 = mlx-lm's one call.
+VERIFY_ROWS_ENV = "DFLASH_VERIFY_ATTENTION_ROWS"
 
 
 class Target:
     """An mlx-lm model seen as: embed, forward a block with taps, logits, roll back."""
 
-    def __init__(self, model: nn.Module, model_type: str, tap_ids: Optional[list[int]] = None):
+    def __init__(self, model: nn.Module, model_type: str, tap_ids: Optional[list[int]] = None,
+                 attention_rows: Optional[int] = None):
         if model_type not in SUPPORTED_FAMILIES:
             raise ValueError(
                 f"target model_type {model_type!r} is not supported; "
@@ -47,10 +53,19 @@ class Target:
         self.tap_ids = list(tap_ids or [])
         self._linear = [i for i, l in enumerate(self.layers) if getattr(l, "is_linear", False)]
         self._kv_idx = next(i for i in range(self.num_layers) if i not in self._linear)
-        # With OpenBLAS, mx.fast's attention reduces p @ v in K blocks that depend on the key
-        # count, so a token's row would differ alone vs inside a block; ours never does.
-        self._exact_attention = (blas.loaded is not None and mx.default_device() == mx.cpu
-                                 and model_type in ("llama", "qwen2", "qwen3"))
+        # How llama-family layers attend (None: mlx-lm's own layer). With OpenBLAS on the CPU,
+        # mx.fast's attention reduces p @ v in K blocks that depend on the key count, so a token's
+        # row would differ alone vs inside a block; _attention_rows_invariant never does. On a
+        # GPU, opt-in: a k-token pass in chunks of query rows (VERIFY_ROWS_ENV).
+        plain_attention = model_type in ("llama", "qwen2", "qwen3")
+        cpu = mx.default_device() == mx.cpu
+        if attention_rows is None:
+            attention_rows = 0 if cpu else int(os.environ.get(VERIFY_ROWS_ENV) or 0)
+        self._attend = None
+        if plain_attention and attention_rows > 0:
+            self._attend = partial(_attention_row_chunks, rows=attention_rows)
+        elif plain_attention and blas.loaded is not None and cpu:
+            self._attend = _attention_rows_invariant
 
     @property
     def is_hybrid(self) -> bool:
@@ -80,8 +95,8 @@ class Target:
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
             if record and i in self._linear:
                 h, tapes[i] = _decoder_layer_recorded(layer, h, c)
-            elif self._exact_attention:
-                h = _decoder_layer_exact(layer, h, c)
+            elif self._attend is not None:
+                h = _decoder_layer_with(layer, h, c, self._attend)
             else:
                 h = layer(h, ssm_mask if i in self._linear else fa_mask, c)
             if i in self.tap_ids:
@@ -117,8 +132,8 @@ def _decoder_layer_recorded(layer, x, cache):
     return h + layer.mlp(layer.post_attention_layernorm(h)), tape
 
 
-def _decoder_layer_exact(layer, x, cache):
-    """mlx-lm's llama / qwen2 / qwen3 DecoderLayer with row-invariant attention."""
+def _decoder_layer_with(layer, x, cache, attend):
+    """mlx-lm's llama / qwen2 / qwen3 DecoderLayer with causal attention done by `attend`."""
     a = layer.self_attn
     B, L, _ = x.shape
     xn = layer.input_layernorm(x)
@@ -130,7 +145,7 @@ def _decoder_layer_exact(layer, x, cache):
     q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
     q, k = a.rope(q, offset=cache.offset), a.rope(k, offset=cache.offset)
     k, v = cache.update_and_fetch(k, v)
-    o = _attention_rows_invariant(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
+    o = attend(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
     h = x + a.o_proj(o)
     return h + layer.mlp(layer.post_attention_layernorm(h))
 
@@ -157,3 +172,22 @@ def _attention_rows_invariant(q, k, v, scale):
             vc = mx.pad(vc, [(0, 0)] * 3 + [(0, pad), (0, 0)])
         out = pc @ vc if out is None else out + pc @ vc
     return out.reshape(B, Hq, L, D)
+
+
+def _attention_row_chunks(q, k, v, scale, rows: int):
+    """Causal attention of L query rows as ceil(L / rows) calls of `rows` rows, each given the
+    keys up to its last row.
+
+    For MLX's CUDA backend: its fused attention kernel takes only a few query rows (< 4 in the
+    source read; a longer block runs unfused matmul + softmax, 113 us a layer against 7 on an
+    H200 for 16 float32 rows) and computes each row on its own over keys 0..its position, as a
+    1-token step does. Off unless DFLASH_VERIFY_ATTENTION_ROWS is set: not yet measured there.
+    """
+    L, S = q.shape[2], k.shape[2]
+    outs = []
+    for s in range(0, L, rows):
+        e = min(s + rows, L)
+        end = S - L + e  # keys visible to the chunk's last row
+        outs.append(mx.fast.scaled_dot_product_attention(
+            q[:, :, s:e], k[:, :, :end], v[:, :, :end], scale=scale, mask="causal" if e - s > 1 else None))
+    return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)

@@ -55,3 +55,30 @@ def test_embedded_pair_dflash_equals_target_only():
         for cfg in (GenerationConfig(max_tokens=40), GenerationConfig(max_tokens=40, adaptive=True)):
             *_, fast = stream(pair, ids, cfg)
             assert fast.token_ids == plain.token_ids, row["prompt"]
+
+
+@pytest.mark.parametrize("rows", [1, 3, 16])
+def test_row_chunked_attention_is_causal_attention(rows):
+    """The GPU opt-in (`DFLASH_VERIFY_ATTENTION_ROWS`): 16 query rows attended in chunks of
+    `rows`, each chunk given the keys up to its last row, equal one causal call."""
+    from dflash.target import _attention_row_chunks
+
+    q = mx.random.normal((1, 9, 16, 64), key=mx.random.key(0))
+    k, v = (mx.random.normal((1, 3, 300, 64), key=mx.random.key(s)) for s in (1, 2))
+    full = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
+    assert mx.allclose(_attention_row_chunks(q, k, v, 0.125, rows), full, atol=1e-5).item()
+
+
+def test_target_forward_with_row_chunked_attention(target):
+    t, tok = target
+    chunked = Target(t.model, t.model_type, attention_rows=3)
+    assert chunked._attend is not None and chunked._attend.keywords == {"rows": 3}
+    ids = tok.encode("The tide mill stood at the mouth of the river for three hundred years. " * 20)[:300]
+    block = mx.array([tok.encode(" It ground corn for the village and timber for the boats.")[:16]])
+    out = []
+    for tgt in (t, chunked):
+        cache = tgt.make_cache()
+        tgt.forward(mx.array([ids]), cache)
+        out.append(tgt.forward(block, cache)[0])
+    assert mx.allclose(out[0], out[1], atol=1e-3).item()
+    assert (mx.argmax(out[0], -1) == mx.argmax(out[1], -1)).all().item()

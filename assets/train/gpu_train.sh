@@ -32,6 +32,9 @@
 #   dp, dpmore  as above, on every open*.npz there; dpmore also brings the new token files back
 #   final   the bench of the new drafter, our target-only against mlx-lm's stream_generate,
 #           the drafter's pass in fp32 / bf16 / fp16
+# Next (written, not yet run):
+#   rows    carry .dtrain/e (after part1, part2, convert): the bench as shipped, then with the
+#           verify pass's attention in calls of 3 query rows (DFLASH_VERIFY_ATTENTION_ROWS=3)
 set -uo pipefail
 phase=$1
 shift
@@ -241,6 +244,12 @@ probe)  # carry .dtrain/g3 (after part1, part2)
   bash $0 smoke
   env_on
   python3 assets/bench/verify_cost.py --out $OUT/verify-cost.json
+  ;;
+rows)  # carry .dtrain/e; "$@": bench arguments
+  env_on
+  python3 -m dflash bench --draft .dtrain/e --profile --out $OUT/rows-off.json "$@" | tail -9
+  DFLASH_VERIFY_ATTENTION_ROWS=3 python3 -m dflash bench --draft .dtrain/e --profile \
+    --out $OUT/rows-3.json "$@" | tail -9
   ;;
 final)  # the new drafter ($RUN/dp): the bench ("$@"), our baseline against mlx-lm, draft costs
   env_on
