@@ -9,11 +9,13 @@ DEFAULT_MAX_TOKENS = 256
 DEFAULT_BLOCK_SIZE = 16
 MAX_TOKENS_LIMIT = 4096
 # On a CPU the target verifies compute-bound: each token past ~4 adds to a verify pass (CPU
-# profile: 2/4/8/16 tokens = 1.1/1.3/1.6/2.0 target steps), so unless tau is high a short verify
-# length wins: the embedded pair over the 24 bench prompts ran 1.47-1.55x faster than target-only
-# at 4 (fifth and sixth drafters, eight runs), 1.19x at 16 (fourth; assets/bench/results/cpu-smollm2*.json). On a GPU a 16-token
-# pass costs about what a 4-token one does: there the drafter's whole block is the default.
-CPU_BLOCK_SIZE = 4
+# profile: 2/4/8/16 tokens = 1.1/1.2/1.5/2.0 target steps), so unless tau is high a short verify
+# length wins. The embedded pair over the 24 bench prompts: 1.47-1.55x target-only at 4 (fifth
+# and sixth drafters, eight runs), 1.19x at 16 (fourth); with the sixth drafter, interleaved
+# prompt by prompt, 5 beat 4 by 4.5 % and 4.1 % (19 and 18 of 24 prompts) and tied with 6
+# (assets/bench/results/cpu-ab-blocks-*.json). On a GPU a 16-token pass costs about what a
+# 4-token one does: there the drafter's whole block is the default.
+CPU_BLOCK_SIZE = 5
 
 
 def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> int:
@@ -29,7 +31,7 @@ def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> i
 @dataclass(frozen=True)
 class GenerationConfig:
     """What one generation does. `block_size=None`: `default_block_size` (the drafter's block on a
-    GPU, 4 on a CPU), or the drafter's block as the upper bound of an adaptive verify length."""
+    GPU, 5 on a CPU), or the drafter's block as the upper bound of an adaptive verify length."""
 
     mode: Literal["dflash", "target"] = "dflash"
     max_tokens: int = DEFAULT_MAX_TOKENS

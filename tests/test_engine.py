@@ -173,17 +173,17 @@ def test_draft_vocab_keeps_output_and_drafts_inside_it(temperature):
 
 
 def test_default_verify_length_is_short_on_a_cpu():
-    """No block size asked for: 4 on a CPU (a verify pass there grows with every token), the
+    """No block size asked for: 5 on a CPU (a verify pass there grows with every token), the
     drafter's block on a GPU or as the bound of an adaptive length; an explicit one always wins."""
     from dflash.config import CPU_BLOCK_SIZE, default_block_size
 
-    assert CPU_BLOCK_SIZE == 4
-    assert default_block_size(16, on_cpu=True) == 4 and default_block_size(3, on_cpu=True) == 3
+    assert CPU_BLOCK_SIZE == 5
+    assert default_block_size(16, on_cpu=True) == 5 and default_block_size(3, on_cpu=True) == 3
     assert default_block_size(16, on_cpu=False) == 16
-    assert GenerationConfig().verify_length(16, on_cpu=True) == 4
+    assert GenerationConfig().verify_length(16, on_cpu=True) == 5
     assert GenerationConfig(adaptive=True).verify_length(16, on_cpu=True) == 16
     assert GenerationConfig(block_size=12).verify_length(16, on_cpu=True) == 12
-    assert default_block_size(16) == (4 if mx.default_device() == mx.cpu else 16)
+    assert default_block_size(16) == (5 if mx.default_device() == mx.cpu else 16)
     pair = tiny_pair("qwen3", tiny_drafter(block_size=8), seed=3)
     _, plain = run(pair, [5, 9, 11], mode="target", max_tokens=20)
     events, fast = run(pair, [5, 9, 11], max_tokens=20)

@@ -7,6 +7,8 @@ match the first one of its prompt.
         the verify pass while the device drafts (the loop then cannot time the two apart)
     python assets/bench/interleaved_ab.py drafters DIR_A DIR_B [--per-suite 2] [--reps 2]
         two drafters for the builtin target
+    python assets/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
+        two verify lengths (--block-size) with the shipped drafter
 """
 
 import argparse
@@ -38,17 +40,20 @@ def overlap_cycle():
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("overlap", "drafters"))
+    ap.add_argument("what", choices=("overlap", "drafters", "blocks"))
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--per-suite", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
     args = ap.parse_args()
-    if len(args.dirs) != (2 if args.what == "drafters" else 0):
-        ap.error("drafters takes two drafter directories, overlap none")
-    pair = load_pair(draft=args.dirs[0] if args.dirs else None, progress=lambda s: None)
+    if len(args.dirs) != (0 if args.what == "overlap" else 2):
+        ap.error("drafters takes two drafter directories, blocks two verify lengths, overlap nothing")
+    pair = load_pair(draft=args.dirs[0] if args.what == "drafters" else None, progress=lambda s: None)
     plain = engine._dflash_cycle
     if args.what == "overlap":
         names, setups = ("plain", "overlap"), {"plain": plain, "overlap": overlap_cycle()}
+    elif args.what == "blocks":
+        names = tuple(args.dirs)
+        setups = {n: GenerationConfig(mode="dflash", max_tokens=128, block_size=int(n)) for n in names}
     else:
         other = load_drafter(args.dirs[1], pair.drafter.fc.weight.dtype)
         assert other.target_layer_ids == pair.drafter.target_layer_ids, "the two drafters tap other layers"
@@ -62,11 +67,14 @@ def main() -> None:
         for i, p in enumerate(prompts):
             ids = encode_prompt(pair.tokenizer, p)
             for name in names if (i + rep) % 2 == 0 else names[::-1]:
+                run_cfg = cfg
                 if args.what == "overlap":
                     engine._dflash_cycle = setups[name]
+                elif args.what == "blocks":
+                    run_cfg = setups[name]
                 else:
                     pair.drafter = setups[name]
-                *_, s = engine.stream(pair, ids, cfg)
+                *_, s = engine.stream(pair, ids, run_cfg)
                 engine._dflash_cycle = plain
                 assert first.setdefault(i, s.token_ids) == s.token_ids, f"prompt {i}: output changed"
                 tok_s[name].append(s.decode_tok_s)
