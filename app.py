@@ -263,7 +263,7 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
                                            elem_id="max-tokens")
                     block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1,
                                            label="Block size", elem_id="block-size",
-                                           info="≤ the drafter's block; on a CPU 4 is fastest, on a GPU 16")
+                                           info="≤ the drafter's block; on a CPU 5 is fastest, on a GPU 16")
                 with gr.Row():
                     temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy",
                                             elem_id="temperature")

@@ -21,8 +21,8 @@ VERBS = {
 def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--block-size", type=_block_size, default=None,
-                   help="2..drafter block size (default: the drafter's), or 'auto': each cycle's "
-                        "verify length from measured costs and the acceptance so far")
+                   help="2..drafter block size (default: the drafter's on a GPU, up to 5 on a CPU), "
+                        "or 'auto': each cycle's verify length from measured costs and the acceptance so far")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
