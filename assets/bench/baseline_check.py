@@ -16,6 +16,7 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm import stream_generate  # noqa: E402
 from mlx_lm.sample_utils import make_sampler  # noqa: E402
 
+from dflash.bench import load_suites  # noqa: E402
 from dflash.config import GenerationConfig  # noqa: E402
 from dflash.engine import stream  # noqa: E402
 from dflash.load import encode_prompt, load_pair  # noqa: E402
@@ -28,9 +29,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     pair = load_pair(mode="target", progress=lambda s: None)
-    suite = Path(__file__).parent / "chat.jsonl"
-    for line in suite.read_text().splitlines()[: args.prompts]:
-        ids = encode_prompt(pair.tokenizer, json.loads(line)["prompt"])
+    for row in load_suites(["chat"], limit=args.prompts)["chat"]:
+        ids = encode_prompt(pair.tokenizer, row["prompt"])
         ours, ref, same = [], [], True
         for _ in range(args.reps):
             *_, s = stream(pair, ids, GenerationConfig(mode="target", max_tokens=args.max_tokens))

@@ -22,12 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import dflash  # noqa: F401  (before mlx: the CPU BLAS)
 from dflash import engine  # noqa: E402
+from dflash.bench import SUITES, load_suites  # noqa: E402
 from dflash.config import GenerationConfig  # noqa: E402
 from dflash.drafter import load_drafter  # noqa: E402
 from dflash.load import encode_prompt, load_pair  # noqa: E402
-
-BENCH = Path(__file__).parent
-
 
 def overlap_cycle():
     """engine._dflash_cycle with its read-back of the draft replaced by an asynchronous eval."""
@@ -59,8 +57,8 @@ def main() -> None:
         assert other.target_layer_ids == pair.drafter.target_layer_ids, "the two drafters tap other layers"
         names, setups = (args.dirs[0], args.dirs[1]), {args.dirs[0]: pair.drafter, args.dirs[1]: other}
 
-    prompts = [json.loads(line)["prompt"] for s in ("chat", "code", "math")
-               for line in (BENCH / f"{s}.jsonl").read_text().splitlines()[: args.per_suite]]
+    prompts = [row["prompt"] for rows in load_suites(list(SUITES), limit=args.per_suite).values()
+               for row in rows]
     cfg = GenerationConfig(mode="dflash", max_tokens=128)
     tok_s, tau, first = {n: [] for n in names}, {n: [] for n in names}, {}
     for rep in range(args.reps):
