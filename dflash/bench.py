@@ -387,7 +387,7 @@ def environment(pair, argv: list[str]) -> dict:
         # other processes compete for the cores: the 1/5/15-minute load averages, at start and end
         "load_avg_start": _load_avg(),
         "blas": _blas(),
-        "mlx_env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "DFLASH_VERIFY"))},
+        "mlx_env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "DFLASH_VERIFY", "DFLASH_DRAFT"))},
         "target_dtype": _dtype_name(pair.target.backbone.norm.weight.dtype),  # as load.py defines it
         "target_quantization": quant,
         "drafter_dtype": _dtype_name(pair.drafter.fc.weight.dtype),

@@ -14,6 +14,8 @@ from .drafter import Drafter, load_drafter
 from .registry import BUILTIN_TARGET, find_drafter, supported_bases
 from .target import SUPPORTED_FAMILIES, Target
 
+DRAFT_ROWS_ENV = "DFLASH_DRAFT_ATTENTION_ROWS"  # GPU opt-in: the drafter's attention in row chunks
+
 
 @dataclass
 class Pair:
@@ -143,6 +145,8 @@ def load_pair(model: Optional[str] = None, draft: Optional[str] = None, mode: st
     if drafter is not None:
         check_pair(target, drafter)
         drafter.set_dtype(_float_dtype(target))
+        if mx.default_device() != mx.cpu:  # GPU, opt-in, see Drafter.set_attention_rows
+            drafter.set_attention_rows(int(os.environ.get(DRAFT_ROWS_ENV) or 0))
     return Pair(target, drafter, tokenizer, model, draft if mode == "dflash" else None)
 
 

@@ -26,6 +26,7 @@ KEY_CHUNK = 256  # p @ v reduces over fixed key chunks: see _attention_rows_inva
 # GPU, opt-in, not yet measured: attention of a k-token pass in calls of this many query rows
 # (see _attention_row_chunks); 0 = mlx-lm's one call.
 VERIFY_ROWS_ENV = "DFLASH_VERIFY_ATTENTION_ROWS"
+MAX_CHUNKED_ROWS = 64  # a longer pass is a prefill: one call (a 512-token chunk would be 171)
 
 
 class Target:
@@ -176,7 +177,7 @@ def _attention_rows_invariant(q, k, v, scale):
 
 def _attention_row_chunks(q, k, v, scale, rows: int):
     """Causal attention of L query rows as ceil(L / rows) calls of `rows` rows, each given the
-    keys up to its last row.
+    keys up to its last row (passes longer than MAX_CHUNKED_ROWS, i.e. prefill, in one call).
 
     For MLX's CUDA backend: its fused attention kernel takes only a few query rows (< 4 in the
     source read; a longer block runs unfused matmul + softmax, 113 us a layer against 7 on an
@@ -184,6 +185,8 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
     1-token step does. Off unless DFLASH_VERIFY_ATTENTION_ROWS is set: not yet measured there.
     """
     L, S = q.shape[2], k.shape[2]
+    if L > MAX_CHUNKED_ROWS:
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal")
     outs = []
     for s in range(0, L, rows):
         e = min(s + rows, L)

@@ -57,13 +57,14 @@ def test_embedded_pair_dflash_equals_target_only():
             assert fast.token_ids == plain.token_ids, row["prompt"]
 
 
-@pytest.mark.parametrize("rows", [1, 3, 16])
-def test_row_chunked_attention_is_causal_attention(rows):
-    """The GPU opt-in (`DFLASH_VERIFY_ATTENTION_ROWS`): 16 query rows attended in chunks of
-    `rows`, each chunk given the keys up to its last row, equal one causal call."""
+@pytest.mark.parametrize("rows,L", [(1, 16), (3, 16), (16, 16), (3, 100)])
+def test_row_chunked_attention_is_causal_attention(rows, L):
+    """The GPU opt-in (`DFLASH_VERIFY_ATTENTION_ROWS`): L query rows attended in chunks of
+    `rows`, each chunk given the keys up to its last row, equal one causal call (a pass longer
+    than MAX_CHUNKED_ROWS, a prefill, is one call)."""
     from dflash.target import _attention_row_chunks
 
-    q = mx.random.normal((1, 9, 16, 64), key=mx.random.key(0))
+    q = mx.random.normal((1, 9, L, 64), key=mx.random.key(0))
     k, v = (mx.random.normal((1, 3, 300, 64), key=mx.random.key(s)) for s in (1, 2))
     full = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
     assert mx.allclose(_attention_row_chunks(q, k, v, 0.125, rows), full, atol=1e-5).item()

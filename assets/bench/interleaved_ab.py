@@ -9,6 +9,10 @@ match the first one of its prompt.
         two drafters for the builtin target
     python assets/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
         two verify lengths (--block-size) with the shipped drafter
+    python assets/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
+        the target's attention of a verify pass in one call (0) or in calls of R query rows
+        (DFLASH_VERIFY_ATTENTION_ROWS; for MLX's CUDA backend); "R,D" also the drafter's in
+        calls of D rows (DFLASH_DRAFT_ATTENTION_ROWS)
 """
 
 import argparse
@@ -26,6 +30,7 @@ from dflash.bench import SUITES, load_suites  # noqa: E402
 from dflash.config import GenerationConfig  # noqa: E402
 from dflash.drafter import load_drafter  # noqa: E402
 from dflash.load import encode_prompt, load_pair  # noqa: E402
+from dflash.target import Target  # noqa: E402
 
 def overlap_cycle():
     """engine._dflash_cycle with its read-back of the draft replaced by an asynchronous eval."""
@@ -38,20 +43,28 @@ def overlap_cycle():
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("overlap", "drafters", "blocks"))
+    ap.add_argument("what", choices=("overlap", "drafters", "blocks", "rows"))
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--per-suite", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--block-size", type=int, default=None, help="rows: the verify length")
+    ap.add_argument("--draft", default=None, help="overlap, blocks, rows: the drafter (default: shipped)")
     args = ap.parse_args()
     if len(args.dirs) != (0 if args.what == "overlap" else 2):
-        ap.error("drafters takes two drafter directories, blocks two verify lengths, overlap nothing")
-    pair = load_pair(draft=args.dirs[0] if args.what == "drafters" else None, progress=lambda s: None)
+        ap.error("drafters takes two drafter directories, blocks two verify lengths, "
+                 "rows two row counts, overlap nothing")
+    pair = load_pair(draft=args.dirs[0] if args.what == "drafters" else args.draft, progress=lambda s: None)
     plain = engine._dflash_cycle
     if args.what == "overlap":
         names, setups = ("plain", "overlap"), {"plain": plain, "overlap": overlap_cycle()}
     elif args.what == "blocks":
         names = tuple(args.dirs)
         setups = {n: GenerationConfig(mode="dflash", max_tokens=128, block_size=int(n)) for n in names}
+    elif args.what == "rows":
+        names = tuple(args.dirs)
+        t = pair.target
+        setups = {n: (Target(t.model, t.model_type, t.tap_ids, attention_rows=int(n.split(",")[0])),
+                      int((n.split(",") + ["0"])[1])) for n in names}
     else:
         other = load_drafter(args.dirs[1], pair.drafter.fc.weight.dtype)
         assert other.target_layer_ids == pair.drafter.target_layer_ids, "the two drafters tap other layers"
@@ -59,7 +72,7 @@ def main() -> None:
 
     prompts = [row["prompt"] for rows in load_suites(list(SUITES), limit=args.per_suite).values()
                for row in rows]
-    cfg = GenerationConfig(mode="dflash", max_tokens=128)
+    cfg = GenerationConfig(mode="dflash", max_tokens=128, block_size=args.block_size)
     tok_s, tau, first = {n: [] for n in names}, {n: [] for n in names}, {}
     for rep in range(args.reps):
         for i, p in enumerate(prompts):
@@ -70,6 +83,9 @@ def main() -> None:
                     engine._dflash_cycle = setups[name]
                 elif args.what == "blocks":
                     run_cfg = setups[name]
+                elif args.what == "rows":
+                    pair.target, draft_rows = setups[name]
+                    pair.drafter.set_attention_rows(draft_rows)
                 else:
                     pair.drafter = setups[name]
                 *_, s = engine.stream(pair, ids, run_cfg)

@@ -32,9 +32,15 @@
 #   dp, dpmore  as above, on every open*.npz there; dpmore also brings the new token files back
 #   final   the bench of the new drafter, our target-only against mlx-lm's stream_generate,
 #           the drafter's pass in fp32 / bf16 / fp16
-# Next (written, not yet run):
 #   rows    carry .dtrain/e (after part1, part2, convert): the bench as shipped, then with the
 #           verify pass's attention in calls of 3 query rows (DFLASH_VERIFY_ATTENTION_ROWS=3)
+# The seventh run (nvidia-h200-x2):
+#   rowsab  carry .dtrain/e .dtrain/o (after part1, part2, convert)  interleaved A/B of the
+#           attention row chunks on GPU 0 (assets/bench/interleaved_ab.py rows / blocks) while
+#           GPU 1 (then GPU 0) goes on answering train.jsonl with seeds 3 and 4 (SEED0=3)
+#   bench   DRAFT=/tmp/e, with the chosen DFLASH_*_ATTENTION_ROWS in the environment
+#   dp7     carry .dtrain/d (token files only): the shipped drafter (/tmp/e) trained on on
+#           every answer data-parallel; brings back the drafter, logs and the new token files
 set -uo pipefail
 phase=$1
 shift
@@ -250,6 +256,35 @@ rows)  # carry .dtrain/e; "$@": bench arguments
   python3 -m dflash bench --draft .dtrain/e --profile --out $OUT/rows-off.json "$@" | tail -9
   DFLASH_VERIFY_ATTENTION_ROWS=3 python3 -m dflash bench --draft .dtrain/e --profile \
     --out $OUT/rows-3.json "$@" | tail -9
+  ;;
+rowsab)  # carry .dtrain/e .dtrain/o; $1: seconds this call may run
+  env_on
+  mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/ && tar -C $RUN -xJf .dtrain/o/smollm2-selfdistill-open2.tar.xz
+  gen_until=$(( T0 + $1 - 45 ))  # each generation stops starting batches 45 s before the end
+  (CUDA_VISIBLE_DEVICES=1 G=0 open_answers $(( gen_until - $(date +%s) )) > $RUN/gen-a.log 2>&1) &
+  ab() { CUDA_VISIBLE_DEVICES=0 timeout 150 python3 assets/bench/interleaved_ab.py "$@"; }
+  ab rows 0 3 --draft /tmp/e > $OUT/ab-rows-0-3.json; tail -4 $OUT/ab-rows-0-3.json
+  ab rows 3 3,3 --draft /tmp/e > $OUT/ab-rows-3-33.json; tail -4 $OUT/ab-rows-3-33.json
+  DFLASH_VERIFY_ATTENTION_ROWS=3 DFLASH_DRAFT_ATTENTION_ROWS=3 ab blocks 16 8 --draft /tmp/e \
+    > $OUT/ab-rows33-blocks-16-8.json; tail -4 $OUT/ab-rows33-blocks-16-8.json
+  left=$(( gen_until - $(date +%s) ))
+  [ $left -gt 40 ] && (CUDA_VISIBLE_DEVICES=0 G=1 open_answers $left > $RUN/gen-b.log 2>&1)
+  wait
+  for f in $RUN/gen-a.log $RUN/gen-b.log; do [ -f $f ] && tr '\r' '\n' < $f | grep -v '^generating:' | tail -4; done
+  ls -la $RUN
+  ;;
+dp7)  # carry .dtrain/d; $1: seconds this call may run; $2: seconds of training steps
+  env_on
+  xz -dc .dtrain/d/smollm2-selfdistill-data.npz.xz > $RUN/data-train.npz
+  xz -dc .dtrain/d/smollm2-selfdistill-natural.npz.xz > $RUN/data-natural.npz
+  tar -C $RUN -xJf .dtrain/d/smollm2-selfdistill-open.tar.xz
+  dp_train --init /tmp/e --steps 0 --train-seconds "$2" --time-limit $(( $1 - 75 - $(date +%s) + T0 ))
+  mkdir -p $OUT/run
+  tar -C $RUN -cf $OUT/run/meta.tar dp/config.json dp/draft_vocab.npy dp/train_log.jsonl dp0.log dp1.log
+  split -b 15000000 $RUN/dp/model.safetensors $OUT/run/model.safetensors.part.
+  tar -C $RUN -cf - open3-natural.npz open3-train.npz open4-natural.npz open4-train.npz | xz -T0 -3 \
+    | split -b 15000000 - $OUT/run/open2.tar.xz.part.
+  ls -la $OUT/run
   ;;
 final)  # the new drafter ($RUN/dp): the bench ("$@"), our baseline against mlx-lm, draft costs
   env_on
