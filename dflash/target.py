@@ -17,15 +17,17 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import blas
+from . import blas, cuda_env
 from .tape import GDNTape, gdn_forward_recorded, rollback
 
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 PREFILL_CHUNK = 512
 KEY_CHUNK = 256  # p @ v reduces over fixed key chunks: see _attention_rows_invariant
-# GPU, opt-in, not yet measured: attention of a k-token pass in calls of this many query rows
-# (see _attention_row_chunks); 0 = mlx-lm's one call.
+# GPU: attention of a k-token pass in calls of this many query rows (_attention_row_chunks);
+# 0 = mlx-lm's one call. Default CUDA_VERIFY_ROWS on MLX's CUDA backend (measured there), 0 on
+# Metal (not measured); the environment variable overrides both.
 VERIFY_ROWS_ENV = "DFLASH_VERIFY_ATTENTION_ROWS"
+CUDA_VERIFY_ROWS = 3
 MAX_CHUNKED_ROWS = 64  # a longer pass is a prefill: one call (a 512-token chunk would be 171)
 
 
@@ -56,12 +58,12 @@ class Target:
         self._kv_idx = next(i for i in range(self.num_layers) if i not in self._linear)
         # How llama-family layers attend (None: mlx-lm's own layer). With OpenBLAS on the CPU,
         # mx.fast's attention reduces p @ v in K blocks that depend on the key count, so a token's
-        # row would differ alone vs inside a block; _attention_rows_invariant never does. On a
-        # GPU, opt-in: a k-token pass in chunks of query rows (VERIFY_ROWS_ENV).
+        # row would differ alone vs inside a block; _attention_rows_invariant never does. On
+        # MLX's CUDA backend a k-token pass attends in chunks of query rows (gpu_verify_rows).
         plain_attention = model_type in ("llama", "qwen2", "qwen3")
         cpu = mx.default_device() == mx.cpu
         if attention_rows is None:
-            attention_rows = 0 if cpu else int(os.environ.get(VERIFY_ROWS_ENV) or 0)
+            attention_rows = 0 if cpu else gpu_verify_rows()
         self._attend = None
         if plain_attention and attention_rows > 0:
             self._attend = partial(_attention_row_chunks, rows=attention_rows)
@@ -126,6 +128,13 @@ class Target:
         rollback(cache, tapes, n_fed, n_keep)
 
 
+def gpu_verify_rows(environ=os.environ, cuda: Optional[bool] = None) -> int:
+    """Query rows per attention call of a verify pass on a GPU (0: one call)."""
+    if environ.get(VERIFY_ROWS_ENV):
+        return int(environ[VERIFY_ROWS_ENV])
+    return CUDA_VERIFY_ROWS if (cuda_env.mlx_is_cuda_build() if cuda is None else cuda) else 0
+
+
 def _decoder_layer_recorded(layer, x, cache):
     """mlx-lm's qwen3_5 / qwen3_next DecoderLayer with the GDN mixer recorded."""
     r, tape = gdn_forward_recorded(layer.linear_attn, layer.input_layernorm(x), cache)
@@ -179,10 +188,11 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
     """Causal attention of L query rows as ceil(L / rows) calls of `rows` rows, each given the
     keys up to its last row (passes longer than MAX_CHUNKED_ROWS, i.e. prefill, in one call).
 
-    For MLX's CUDA backend: its fused attention kernel takes only a few query rows (< 4 in the
-    source read; a longer block runs unfused matmul + softmax, 113 us a layer against 7 on an
-    H200 for 16 float32 rows) and computes each row on its own over keys 0..its position, as a
-    1-token step does. Off unless DFLASH_VERIFY_ATTENTION_ROWS is set: not yet measured there.
+    For MLX's CUDA backend: its fused attention kernel takes fewer than 4 query rows (a longer
+    block runs unfused matmul + softmax, 113 us a layer against 7 on an H200 for 16 float32
+    rows) and computes each row on its own over keys 0..its position, as a 1-token step does.
+    On an H200 (assets/bench/results/h200-smollm2.md) chunks of 3 rows were 4 % faster than one
+    call, prompt by prompt, with the same outputs.
     """
     L, S = q.shape[2], k.shape[2]
     if L > MAX_CHUNKED_ROWS:

@@ -83,3 +83,12 @@ def test_target_forward_with_row_chunked_attention(target):
         out.append(tgt.forward(block, cache)[0])
     assert mx.allclose(out[0], out[1], atol=1e-3).item()
     assert (mx.argmax(out[0], -1) == mx.argmax(out[1], -1)).all().item()
+
+
+def test_verify_rows_default_only_on_cuda_builds():
+    from dflash.target import CUDA_VERIFY_ROWS, VERIFY_ROWS_ENV, gpu_verify_rows
+
+    assert gpu_verify_rows({}, cuda=True) == CUDA_VERIFY_ROWS == 3
+    assert gpu_verify_rows({}, cuda=False) == 0  # Metal: not measured, mlx-lm's one call
+    assert gpu_verify_rows({VERIFY_ROWS_ENV: "0"}, cuda=True) == 0
+    assert gpu_verify_rows({VERIFY_ROWS_ENV: "5"}, cuda=False) == 5
