@@ -45,6 +45,29 @@ def test_row_chunked_draft_attention_same_logits(rows):
     assert mx.allclose(draft_logits(d, pair.target), whole, atol=1e-5).item()
 
 
+def test_short_verify_reads_the_whole_trained_block():
+    """At a verify length k below the block size the drafter still fills its whole block (its
+    positions attend to each other; training never saw a shorter block): the k-1 proposals are
+    the first k-1 of the full block's, not those of a block cut to k."""
+    d = tiny_drafter(taps=(0, 2))
+    pair = tiny_pair("qwen3", d)
+    t = pair.target
+    _, feats, _ = t.forward(mx.array([[4, 5, 6, 7, 8]]), t.make_cache())
+
+    def propose(k):
+        cache = d.make_cache()
+        d.extend_context(feats, cache)
+        return d.propose(t, 9, k, cache)
+
+    full = propose(d.block_size)
+    short = propose(4)
+    assert short.shape[0] == 3 and mx.array_equal(short, full[:3])
+    cache = d.make_cache()
+    d.extend_context(feats, cache)
+    cut = t.logits(d(t.embed(mx.array([[9, d.mask_token_id, d.mask_token_id, d.mask_token_id]])), cache)[0, 1:])
+    assert not mx.allclose(short, cut, atol=1e-4).item()
+
+
 def test_default_taps_match_reference():
     assert default_taps(36, 5) == [1, 9, 17, 25, 33]
 

@@ -9,6 +9,9 @@ match the first one of its prompt.
         two drafters for the builtin target
     python assets/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
         two verify lengths (--block-size) with the shipped drafter
+    python assets/bench/interleaved_ab.py fullblock [--block-size K] [--per-suite 2] [--reps 2]
+        at verify length K, a draft of a K-token block (the engine before 2026-11-30 13:00 UTC)
+        vs the drafter's whole trained block with only K-1 positions read out (the engine now)
     python assets/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
         the target's attention of a verify pass in one call (0) or in calls of R query rows
         (DFLASH_VERIFY_ATTENTION_ROWS; for MLX's CUDA backend); "R,D" also the drafter's in
@@ -41,18 +44,29 @@ def overlap_cycle():
     return ns["_dflash_cycle"]
 
 
+def cut_block_propose(drafter):
+    """Drafter.propose as it was: the drafter fills a block cut to the verify length k."""
+    import mlx.core as mx
+
+    def propose(target, staged, k, cache):
+        block = mx.array([staged] + [drafter.mask_token_id] * (k - 1))[None]
+        h = drafter(target.embed(block), cache)[0, 1:]
+        return drafter.vocab.logits(target, h) if drafter.vocab is not None else target.logits(h)
+    return propose
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("overlap", "drafters", "blocks", "rows"))
+    ap.add_argument("what", choices=("overlap", "drafters", "blocks", "rows", "fullblock"))
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--per-suite", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--block-size", type=int, default=None, help="rows: the verify length")
     ap.add_argument("--draft", default=None, help="overlap, blocks, rows: the drafter (default: shipped)")
     args = ap.parse_args()
-    if len(args.dirs) != (0 if args.what == "overlap" else 2):
+    if len(args.dirs) != (0 if args.what in ("overlap", "fullblock") else 2):
         ap.error("drafters takes two drafter directories, blocks two verify lengths, "
-                 "rows two row counts, overlap nothing")
+                 "rows two row counts, overlap and fullblock nothing")
     pair = load_pair(draft=args.dirs[0] if args.what == "drafters" else args.draft, progress=lambda s: None)
     plain = engine._dflash_cycle
     if args.what == "overlap":
@@ -60,6 +74,9 @@ def main() -> None:
     elif args.what == "blocks":
         names = tuple(args.dirs)
         setups = {n: GenerationConfig(mode="dflash", max_tokens=128, block_size=int(n)) for n in names}
+    elif args.what == "fullblock":
+        names = ("cut", "whole")
+        setups = {"cut": cut_block_propose(pair.drafter), "whole": pair.drafter.propose}
     elif args.what == "rows":
         names = tuple(args.dirs)
         t = pair.target
@@ -83,6 +100,8 @@ def main() -> None:
                     engine._dflash_cycle = setups[name]
                 elif args.what == "blocks":
                     run_cfg = setups[name]
+                elif args.what == "fullblock":
+                    pair.drafter.propose = setups[name]
                 elif args.what == "rows":
                     pair.target, draft_rows = setups[name]
                     pair.drafter.set_attention_rows(draft_rows)
