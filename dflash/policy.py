@@ -44,9 +44,9 @@ CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
 def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5) -> dict:
-    """Median ms of a target step, and of a k-token verify and a k-token draft (k = 2..block_size;
-    the engine drafts a block of the verify length), on a `context`-token cache: what `Planner`
-    weighs. Measured once per pair."""
+    """Median ms of a target step, and of a k-token verify and a draft read out at k positions
+    (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
+    what `Planner` weighs. Measured once per pair."""
     import time
 
     import mlx.core as mx

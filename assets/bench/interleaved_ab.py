@@ -8,7 +8,7 @@ match the first one of its prompt.
     python assets/bench/interleaved_ab.py drafters DIR_A DIR_B [--per-suite 2] [--reps 2]
         two drafters for the builtin target
     python assets/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
-        two verify lengths (--block-size) with the shipped drafter
+        two verify lengths (--block-size; "auto": the planner's) with the shipped drafter
     python assets/bench/interleaved_ab.py fullblock [--block-size K] [--per-suite 2] [--reps 2]
         at verify length K, a draft of a K-token block (the engine before 2026-11-30 13:00 UTC)
         vs the drafter's whole trained block with only K-1 positions read out (the engine now)
@@ -73,7 +73,8 @@ def main() -> None:
         names, setups = ("plain", "overlap"), {"plain": plain, "overlap": overlap_cycle()}
     elif args.what == "blocks":
         names = tuple(args.dirs)
-        setups = {n: GenerationConfig(mode="dflash", max_tokens=128, block_size=int(n)) for n in names}
+        setups = {n: GenerationConfig(mode="dflash", max_tokens=128, adaptive=n == "auto",
+                                      block_size=None if n == "auto" else int(n)) for n in names}
     elif args.what == "fullblock":
         names = ("cut", "whole")
         setups = {"cut": cut_block_propose(pair.drafter), "whole": pair.drafter.propose}
