@@ -94,3 +94,37 @@ def test_ensure_builtin_target_is_cached(monkeypatch, tmp_path):
     assert time.perf_counter() - tic < 0.05
     assert first.parent == tmp_path and (first / "model.safetensors").exists()
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+def test_self_written_prompts(converted, tmp_path):
+    """`train --write-self-prompts`: user turns the target writes itself after a category starter,
+    seeded, ended by its own end-of-turn token, dropped when they touch an excluded prompt; the
+    .jsonl.xz file they go to reads back as a prompt file and is answered in the same command."""
+    import lzma
+    import json
+
+    from dflash.load import load_target
+    from dflash.train import cli
+    from dflash.train.data import STARTERS, read_prompts, self_prompts
+
+    model, tok, _ = load_target(str(converted), progress=lambda s: None, dtype="float32")
+    quiet = lambda s: None
+    first = self_prompts(model, tok, 12, batch_size=12, max_tokens=40, seed=3, progress=quiet)
+    assert 3 <= len(first) <= 12
+    for r in first:
+        assert any(r["prompt"].startswith(s) for s in STARTERS[r["category"]])
+        assert "<|im_end|>" not in r["prompt"] and len(r["prompt"].split()) >= 3
+    again = self_prompts(model, tok, 12, batch_size=12, max_tokens=40, seed=3, progress=quiet,
+                         exclude=[first[0]["prompt"].upper() + "!"])
+    assert again == first[1:]  # seeded; the excluded one (case and punctuation aside) is gone
+
+    out = tmp_path / "self.jsonl.xz"
+    rc = cli.main(["--target", str(converted), "--target-dtype", "float32",
+                   "--out", str(tmp_path / "run"), "--write-self-prompts", str(out),
+                   "--self-prompts", "6", "--prompts", str(out), "--generate-only",
+                   "--max-new-tokens", "6", "--gen-batch", "6"])
+    recs = [json.loads(line) for line in lzma.decompress(out.read_bytes()).decode().splitlines()]
+    assert rc == 0 and recs and read_prompts(out) == [(r["category"], r["prompt"]) for r in recs]
+    from dflash.train.data import Dataset
+    ds = Dataset.load(tmp_path / "run" / "data.npz")
+    assert len(ds) == len(recs) and ds.meta["complete"]

@@ -317,6 +317,42 @@ def test_init_from_a_drafter_directory(setup, tmp_path):
                  lambda s: None)
 
 
+def test_grow_layers_keeps_the_drafter_then_trains(setup, tmp_path):
+    """--grow-layers: a deeper copy of a trained drafter proposes the same blocks at step 0 (the new
+    layers' output projections are zero), then trains, saves and loads with its new depth."""
+    from dflash.train.model import grow_layers
+
+    _, model, tok, ds = setup
+    first = tmp_path / "first"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5), progress=lambda s: None)
+    small = load_drafter(first, dtype=mx.float32)
+    big = grow_layers(small, 3)
+    assert len(big.layers) == 3 and big.args.num_hidden_layers == 3
+    target = Target(model, "llama", small.target_layer_ids)
+    ids = mx.array(ds.seq(0)[None])
+    feats = target_features_of(target, ids)
+    outs = []
+    for d in (small, big):
+        cache = d.make_cache()
+        d.extend_context(feats, cache)
+        outs.append(np.array(d(target.embed(ids[:, :8]), cache)))
+    np.testing.assert_allclose(outs[1], outs[0], atol=1e-6)
+    with pytest.raises(ValueError, match="already has"):
+        grow_layers(small, 2)
+    grown = tmp_path / "grown"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(grown, steps=5, init=str(first), grow_layers=3),
+            progress=lambda s: None)
+    again = load_drafter(grown)
+    assert len(again.layers) == 3
+    zeroed = np.array(again.layers[1].self_attn.o_proj.weight)  # the new layer, trained 5 steps
+    assert np.abs(zeroed).max() > 0
+
+
+def target_features_of(target, ids):
+    from dflash.train.model import target_features
+    return target_features(target, ids)
+
+
 def test_follow_up_conversations(tmp_path):
     """A second user turn after each answer that ended on its own; the conversation reads back
     from a prompt file and encodes through the chat template with the answer's own tokens."""

@@ -41,6 +41,14 @@
 #   bench   DRAFT=/tmp/e, with the chosen DFLASH_*_ATTENTION_ROWS in the environment
 #   dp7     carry .dtrain/d (token files only): the shipped drafter (/tmp/e) trained on on
 #           every answer data-parallel; brings back the drafter, logs and the new token files
+# The eighth run (nvidia-h200-x2): prompts the target writes itself; a deeper candidate
+#   self8   carry .dtrain/d .dtrain/o (after part1, part2, convert)  unpack every token file; each
+#           GPU has the target write user turns (--write-self-prompts; seed 1 on GPU 0, 2 on
+#           GPU 1) and answers them; brings the prompt and token files back
+#   cand8   carry .dtrain/e   two candidates from the shipped drafter on every answer file: as
+#           it is (GPU 0) and deepened to 8 layers (GPU 1, --grow-layers 8), first part
+#   pick8   resume both to the end of their schedule, evaluate both on the held-out prompts (on
+#           the GPU), bring back candidate 0 and both logs; `ret8` brings back candidate 1
 set -uo pipefail
 phase=$1
 shift
@@ -110,6 +118,26 @@ dp_train() {  # one process per GPU, one drafter trained data-parallel, on every
   done
   wait "${pids[@]}"
   for g in 0 1; do echo "--- rank $g"; tr '\r' '\n' < $RUN/dp$g.log | grep -v '^\(training\|features\|evaluating\):' | tail -20; done
+}
+
+self_answers() {  # $1: seconds of generation (writing the prompts included); $2: prompts
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
+    --max-new-tokens 256 --gen-batch 1024 --write-self-prompts $RUN/self$G.jsonl.xz \
+    --self-prompts "$2" --self-prompt-seed $((G + 1)) --prompts $RUN/self$G.jsonl.xz \
+    --data $RUN/self$G.npz --generate-only --gen-time-limit "$1"
+}
+candidate8() {  # every answer file there; GPU 1 deepens its drafter to 8 layers
+  local data=$DATA prompts="$PROMPTS" n grow=()
+  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
+  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  [ "$G" = 1 ] && grow=(--grow-layers 8)
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+    --prompts $prompts --data $data --gen-time-limit 0 "${grow[@]}" "$@"
+}
+eval8() {
+  python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
 }
 
 case $phase in
@@ -285,6 +313,38 @@ dp7)  # carry .dtrain/d; $1: seconds this call may run; $2: seconds of training 
   tar -C $RUN -cf - open3-natural.npz open3-train.npz open4-natural.npz open4-train.npz | xz -T0 -3 \
     | split -b 15000000 - $OUT/run/open2.tar.xz.part.
   ls -la $OUT/run
+  ;;
+self8)  # carry .dtrain/d .dtrain/o; $1: seconds of generation; $2: prompts each GPU writes
+  env_on
+  mkdir -p $RUN
+  (xz -dc .dtrain/d/smollm2-selfdistill-data.npz.xz > $RUN/data-train.npz
+   xz -dc .dtrain/d/smollm2-selfdistill-natural.npz.xz > $RUN/data-natural.npz
+   tar -C $RUN -xJf .dtrain/d/smollm2-selfdistill-open.tar.xz
+   tar -C $RUN -xJf .dtrain/o/smollm2-selfdistill-open2.tar.xz) &
+  per_gpu self_answers "$1" "$2"
+  wait
+  tar -C $RUN -cf - self0.jsonl.xz self1.jsonl.xz self0.npz self1.npz | xz -T0 -3 \
+    | split -b 15000000 - $OUT/self.tar.xz.part.
+  ls -la $RUN $OUT
+  ;;
+cand8)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
+  env_on
+  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
+  per_gpu candidate8 --init /tmp/e --steps 0 --train-seconds "$2" --time-limit $(( $1 - $(date +%s) + T0 ))
+  ;;
+pick8)  # $1: seconds of training this call may run before the evaluations
+  env_on
+  per_gpu candidate8 --resume --time-limit "$1"
+  per_gpu eval8
+  mkdir -p $OUT/run
+  for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl; done
+  tar -C $RUN -cf $OUT/run/meta.tar cand0/config.json cand0/draft_vocab.npy cand1/config.json \
+    cand1/draft_vocab.npy log-cand0.jsonl log-cand1.jsonl eval-cand0.json eval-cand1.json gpu0.log gpu1.log
+  split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
+  ls -la $OUT/run
+  ;;
+ret8)
+  mkdir -p $OUT/run && split -b 15000000 /tmp/run/cand1/model.safetensors $OUT/run/cand1.safetensors.part.
   ;;
 final)  # the new drafter ($RUN/dp): the bench ("$@"), our baseline against mlx-lm, draft costs
   env_on

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import sys
 import time
 from dataclasses import fields
@@ -15,7 +16,7 @@ import numpy as np
 from ..load import TARGET_DTYPES
 from ..registry import ASSETS
 from .config import SAVE_DTYPES, TrainConfig
-from .data import DATA_FILE, Dataset, follow_ups, generate_data, read_prompts
+from .data import DATA_FILE, Dataset, follow_ups, generate_data, read_prompts, self_prompts
 from .evaluate import evaluate, format_eval
 from .loop import train
 
@@ -42,14 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-follow-ups", metavar="FILE", default=None,
                    help="after generating, write a prompt file of second user turns after every "
                         "answer that ended on its own (pass it as another --prompts next time)")
+    p.add_argument("--write-self-prompts", metavar="FILE", default=None,
+                   help="first have the target write --self-prompts user turns itself (sampled "
+                        "after a starter of each category) into FILE (.jsonl or .jsonl.xz), unless "
+                        "FILE exists; name FILE in --prompts to answer them too")
+    p.add_argument("--self-prompts", type=int, default=20000, metavar="N")
+    p.add_argument("--self-prompt-temp", type=float, default=0.8)
+    p.add_argument("--self-prompt-seed", type=int, default=0)
     p.add_argument("--max-prompts", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=c.max_new_tokens)
     p.add_argument("--gen-batch", type=int, default=c.gen_batch, help="sequences generated at once")
     p.add_argument("--target-dtype", choices=TARGET_DTYPES, default="auto",
                    help="the target's dtype for data and features (load.py; auto: as the engine)")
     p.add_argument("--gen-time-limit", type=float, default=None,
-                   help="stop generating after this many seconds and train on what is there "
-                        "(0: no more generation)")
+                   help="stop generating (prompts and answers) after this many seconds and "
+                        "train on what is there (0: no more generation)")
     p.add_argument("--opening", type=int, default=0, metavar="N",
                    help="answers open with 1..N sampled tokens, then go on greedy: more greedy data "
                         "from the same prompts (the opening counts as prompt: never a label)")
@@ -67,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--init", default=c.init, metavar="{random,target,DIR}",
                    help="random weights, the target's last layers, or a drafter directory to "
                         "continue from (its architecture wins over the flags above)")
+    g.add_argument("--grow-layers", type=int, default=c.grow_layers, metavar="N",
+                   help="with --init DIR: deepen that drafter to N layers, each new layer a copy "
+                        "of its neighbour with zeroed output projections (the same drafter at step 0)")
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
@@ -131,6 +142,16 @@ def _run_eval(args, say) -> int:
     return 0
 
 
+def _write_self_prompts(args, lm, tokenizer, say) -> None:
+    held = [p for _, p in read_prompts(DEFAULT_EVAL_PROMPTS) if isinstance(p, str)]
+    recs = self_prompts(lm, tokenizer, args.self_prompts, args.gen_batch, args.self_prompt_temp,
+                        seed=args.self_prompt_seed, exclude=held, progress=say)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs).encode("utf-8")
+    path = Path(args.write_self_prompts)
+    path.write_bytes(lzma.compress(text) if path.suffix == ".xz" else text)
+    say(f"{len(recs)} self-written prompts -> {path}")
+
+
 def _data_paths(args) -> list[Path]:
     if args.data:
         if len(args.data) != len(args.prompts):
@@ -156,12 +177,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                                             dtype=args.target_dtype)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()  # --gen-time-limit counts from here: writing prompts is generation
+    if args.write_self_prompts and not Path(args.write_self_prompts).exists():
+        _write_self_prompts(args, lm, tokenizer, say)
     def prompts_of(prompt_file):  # the order generation uses (and prompt_index refers to)
         prompts = read_prompts(prompt_file)
         order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
         return [prompts[i] for i in order][: args.max_prompts]
 
-    parts, follow, groups, files, t0 = [], [], [], {}, time.perf_counter()
+    parts, follow, groups, files = [], [], [], {}
     for prompt_file, data in zip(args.prompts, _data_paths(args)):
         ds, prompts = (Dataset.load(data) if data.exists() else None), None
         if ds is None or not (ds.meta.get("complete") or args.resume):

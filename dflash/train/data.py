@@ -4,10 +4,12 @@ and kept as token files (`Dataset`) that later runs reuse."""
 from __future__ import annotations
 
 import json
+import lzma
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import mlx.core as mx
 import numpy as np
@@ -18,10 +20,12 @@ DATA_FILE = "data.npz"
 
 
 def read_prompts(path: str | Path) -> list[tuple[str, str | list[dict]]]:
-    """(category, prompt) pairs from a JSONL file of {"category", "prompt"} objects; instead of
-    "prompt", "messages" holds a conversation ending with a user turn."""
+    """(category, prompt) pairs from a JSONL file (or .jsonl.xz) of {"category", "prompt"} objects;
+    instead of "prompt", "messages" holds a conversation ending with a user turn."""
     out = []
-    for i, line in enumerate(Path(path).read_text().splitlines()):
+    raw = Path(path).read_bytes()
+    text = (lzma.decompress(raw) if str(path).endswith(".xz") else raw).decode("utf-8")
+    for i, line in enumerate(text.splitlines()):
         if not line.strip():
             continue
         try:
@@ -100,14 +104,15 @@ class Dataset:
 
 def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int, stop_ids: list[int],
                  opening: Optional[np.ndarray] = None, temperature: float = 1.0,
-                 seed: int = 0) -> list[list[int]]:
+                 seed: int = 0, sample_stops: bool = False) -> list[list[int]]:
     """Greedy answers to a batch of prompts in lockstep: left-padded (mlx-lm's BatchKVCache keeps
     each row's positions and masks its padding), one fixed-shape forward per token for the whole
     batch, no per-row work on the host. An answer ends with its stop token (kept: it is the
     target's own next token) or at max_new_tokens.
 
     `opening[r]` > 0: row r's first opening[r] tokens are sampled at `temperature` (never a stop
-    token) and the rest is greedy: another greedy answer to the same prompt, from another start."""
+    token unless `sample_stops`) and the rest is greedy: another greedy answer to the same prompt,
+    from another start."""
     from mlx_lm.models.cache import BatchKVCache
 
     width = max(map(len, prompts))
@@ -123,7 +128,8 @@ def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int, stop_ids:
         y = mx.argmax(logits, -1)
         if i >= longest:
             return y
-        logits = logits.at[:, stops].add(-mx.inf)
+        if not sample_stops:
+            logits = logits.at[:, stops].add(-mx.inf)
         s = mx.random.categorical(logits / temperature, key=keys[i])
         return mx.where(i < n_open, s, y)
 
@@ -139,7 +145,7 @@ def greedy_batch(model, prompts: list[list[int]], max_new_tokens: int, stop_ids:
         if i % 16 == 15 and done.all().item():  # whether every row has stopped
             break
         y = nxt
-    tokens = np.array(mx.stack(out, 1))
+    tokens = np.array(mx.stack(out, 1))  # a row's tokens past its stop are dropped below
     answers = []
     for row in tokens:
         hit = np.flatnonzero(np.isin(row, stop_ids))
@@ -226,3 +232,55 @@ def follow_ups(ds: Dataset, prompts: list[tuple], tokenizer, seed: int = 0) -> l
             {"role": "assistant", "content": tokenizer.decode(answer[:-1])},
             {"role": "user", "content": FOLLOW_UPS[int(rng.integers(len(FOLLOW_UPS)))]}]})
     return out
+
+
+# How a sampled user turn starts, per category ("" lets the target choose freely): steers the mix
+# of prompts towards the playground's six categories without writing the prompts ourselves.
+STARTERS = {
+    "chat": ("", "", "Can you", "I", "My", "How can I", "What should I", "Is it"),
+    "explanation": ("Explain", "Why", "How does", "What is", "What are the differences between"),
+    "code": ("Write a Python function", "Write a program", "How do I", "Write a SQL query",
+             "In JavaScript,", "Fix this code"),
+    "math": ("Solve", "Calculate", "If", "What is the sum of", "A store", "Find"),
+    "lists": ("List", "Give me", "What are some", "Name", "Suggest"),
+    "creative": ("Write a short poem", "Write a story", "Describe", "Imagine", "Write a letter"),
+}
+
+
+def self_prompts(model, tokenizer, n: int, batch_size: int = 256, temperature: float = 0.8,
+                 max_tokens: int = 64, seed: int = 0, exclude: Iterable[str] = (),
+                 progress: Callable[[str], None] = print) -> list[dict]:
+    """n user turns written by the target itself: the chat template up to a user turn, a starter
+    from STARTERS, then tokens sampled at `temperature` up to the end-of-turn token. Prompts that
+    no person wrote, on whatever the model knows about: data that is not tied to our templates.
+    Turns that do not end within max_tokens, are too short, repeat, or contain or sit inside an
+    `exclude` prompt (the held-out set) are dropped, so fewer than n may come back."""
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "\x00"}], tokenize=False,
+                                             add_generation_prompt=False)
+    head = rendered[: rendered.index("\x00")]
+    end = tokenizer.encode(rendered[rendered.index("\x00") + 1 :], add_special_tokens=False)[:1]
+    held = [_norm(p) for p in exclude]
+    cats = [(c, s) for c, starters in STARTERS.items() for s in starters]
+    rng = np.random.default_rng(seed)
+    out, seen = [], set()
+    bar = progress_bar(n, "writing prompts")
+    for b in range(0, n, batch_size):
+        picks = [cats[i] for i in rng.integers(len(cats), size=min(batch_size, n - b))]
+        ids = [tokenizer.encode(head + s, add_special_tokens=False) for _, s in picks]
+        turns = greedy_batch(model, ids, max_tokens, end, opening=np.full(len(ids), max_tokens),
+                             temperature=temperature, seed=seed * 1_000_003 + b, sample_stops=True)
+        for (cat, starter), t in zip(picks, turns):
+            text = (starter + tokenizer.decode(t[:-1])).strip()
+            key = _norm(text)
+            if (t[-1:] == end and len(key.split()) >= 3 and key not in seen and "<|" not in text
+                    and not any(h in key or key in h for h in held)):
+                seen.add(key)
+                out.append({"category": cat, "prompt": text})
+        bar.update(len(picks))
+    bar.close()
+    progress(f"{len(out)} of {n} sampled user turns kept")
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())

@@ -22,7 +22,8 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
                      position_weights, sample_blocks, walk_tau)
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
-from .model import draft_vocab_from, drafter_args_for, init_from_target, target_features
+from .model import (draft_vocab_from, drafter_args_for, grow_layers, init_from_target,
+                    target_features)
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
 
@@ -135,6 +136,9 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
         drafter.vocab = None  # --draft-vocab decides the new one
         check_pair(target, drafter)
         progress(f"drafter initialised from {cfg.init} (its config: layers, taps, block, mask id)")
+        if cfg.grow_layers:
+            drafter = grow_layers(drafter, cfg.grow_layers)
+            progress(f"grown to {cfg.grow_layers} layers (the new ones start as identities)")
         step, total, t_train = 0, cfg.steps, 0.0
     else:
         mx.random.seed(cfg.seed)

@@ -3,6 +3,8 @@ target's tapped features it reads."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import mlx.core as mx
 import numpy as np
 
@@ -86,6 +88,33 @@ def init_from_target(drafter: Drafter, target) -> list[int]:
             if w.shape == getattr(d, norm).weight.shape:
                 getattr(d, norm).weight = w.astype(mx.float32)
     return src
+
+
+def grow_layers(drafter: Drafter, n: int) -> Drafter:
+    """The same drafter with n >= its layer count: each new layer is a copy of the one before it
+    with its attention and MLP output projections zeroed, so the residual stream - and every
+    proposal - is unchanged at the start and training grows the new capacity from there."""
+    import copy
+
+    from mlx.utils import tree_flatten
+
+    old = len(drafter.layers)
+    if n <= old:
+        raise ValueError(f"--grow-layers {n}: the drafter already has {old} layers")
+    src = [i * old // n for i in range(n)]  # new layer j copies old layer src[j]; repeats are new
+    types = drafter.args.layer_types
+    grown = Drafter(dataclasses.replace(copy.deepcopy(drafter.args), num_hidden_layers=n,
+                                        layer_types=types and [types[i] for i in src]))
+    weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("layers.")}
+    for j, i in enumerate(src):
+        for k, v in tree_flatten(drafter.layers[i].parameters()):
+            fresh = j > 0 and src[j - 1] == i
+            zero = fresh and k in ("self_attn.o_proj.weight", "mlp.down_proj.weight")
+            weights[f"layers.{j}.{k}"] = mx.zeros_like(v) if zero else v
+    grown.load_weights(list(weights.items()), strict=True)
+    grown.set_dtype(drafter.fc.weight.dtype)
+    grown.vocab = drafter.vocab
+    return grown
 
 
 def target_features(target, ids: mx.array) -> mx.array:
