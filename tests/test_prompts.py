@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import lzma
 import re
 import subprocess
 import sys
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "assets" / "prompts"
 TRAIN = PROMPTS / "train.jsonl"
 NATURAL = PROMPTS / "train-natural.jsonl"
+SELF = sorted(PROMPTS.glob("train-self-*.jsonl.xz"))  # written by the target (train --write-self-prompts)
 EVAL = PROMPTS / "eval.jsonl"
 SCRIPT = PROMPTS / "make_prompts.py"
 BENCH = ROOT / "assets" / "bench"
@@ -32,7 +34,8 @@ def norm(text: str) -> str:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    lines = path.read_text(encoding="utf-8").splitlines()
+    raw = path.read_bytes()
+    lines = (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode("utf-8").splitlines()
     assert lines, f"{path} is empty"
     return [json.loads(line) for line in lines]
 
@@ -45,6 +48,11 @@ def train() -> list[dict]:
 @pytest.fixture(scope="module")
 def natural() -> list[dict]:
     return read_jsonl(NATURAL)
+
+
+@pytest.fixture(scope="module")
+def self_written() -> list[dict]:
+    return [rec for path in SELF for rec in read_jsonl(path)]
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +130,19 @@ def test_natural_prompts_and_their_variants(natural):
 # ----------------------------------------------------------------------------- eval / bench / presets
 
 
+def test_self_written_prompts(self_written):
+    """The eighth run's prompts the target wrote itself: two seeds, every category, readable by
+    the training CLI as they are."""
+    from dflash.train.data import STARTERS, read_prompts
+
+    assert len(SELF) == 2 and len(self_written) >= 30000
+    assert Counter(r["category"] for r in self_written).keys() == CATEGORIES
+    for rec in self_written:
+        assert set(rec) == {"category", "prompt"} and rec["prompt"].strip() == rec["prompt"]
+        assert any(rec["prompt"].startswith(s) for s in STARTERS[rec["category"]])
+    assert sum(len(read_prompts(p)) for p in SELF) == len(self_written)
+
+
 def test_eval_schema_and_counts(eval_set):
     assert len(eval_set) == 60
     for rec in eval_set:
@@ -151,9 +172,9 @@ def test_presets_schema(presets):
 
 
 @pytest.fixture(scope="module")
-def prompt_sets(train, natural, eval_set, bench, presets) -> dict[str, list[str]]:
+def prompt_sets(train, natural, self_written, eval_set, bench, presets) -> dict[str, list[str]]:
     return {
-        "train": [r["prompt"] for r in train] + [r["prompt"] for r in natural],
+        "train": [r["prompt"] for r in train + natural + self_written],
         "eval": [r["prompt"] for r in eval_set],
         "bench": [r["prompt"] for recs in bench.values() for r in recs],
         "presets": list(presets.values()),

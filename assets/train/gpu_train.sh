@@ -131,6 +131,7 @@ candidate8() {  # every answer file there; GPU 1 deepens its drafter to 8 layers
   for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
   for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
   [ "$G" = 1 ] && grow=(--grow-layers 8)
+  [ -n "${STEPS:-}" ] && grow+=(--steps $(echo $STEPS | cut -d, -f$((G + 1))))  # STEPS=a,b: new ends
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
     --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
     --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \

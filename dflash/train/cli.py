@@ -143,7 +143,8 @@ def _run_eval(args, say) -> int:
 
 
 def _write_self_prompts(args, lm, tokenizer, say) -> None:
-    held = [p for _, p in read_prompts(DEFAULT_EVAL_PROMPTS) if isinstance(p, str)]
+    held_out = [DEFAULT_EVAL_PROMPTS, *sorted((ASSETS / "bench").glob("*.jsonl"))]  # eval + bench
+    held = [p for f in held_out for _, p in read_prompts(f) if isinstance(p, str)]
     recs = self_prompts(lm, tokenizer, args.self_prompts, args.gen_batch, args.self_prompt_temp,
                         seed=args.self_prompt_seed, exclude=held, progress=say)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs).encode("utf-8")
