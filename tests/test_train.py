@@ -235,6 +235,40 @@ def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
     assert res["overall"]["prompts"] == 2 and res["overall"]["identical"] == 2
 
 
+def test_cli_validates_on_its_own_prompt_file(tmp_path, capsys):
+    """--val-prompts: validation is exactly the answers to that file, minus prompts training has."""
+    from mlx.utils import tree_flatten
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from dflash.train.loop import _split
+
+    model_dir, run = tmp_path / "model", tmp_path / "run"
+    model_dir.mkdir()
+    mx.save_safetensors(str(model_dir / "model.safetensors"),
+                        dict(tree_flatten(tiny_model("llama").parameters())))
+    (model_dir / "config.json").write_text(json.dumps(dict(CONFIGS["llama"], eos_token_id=EOS)))
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}").save_pretrained(str(model_dir))
+    train_p, val_p = tmp_path / "p.jsonl", tmp_path / "v.jsonl"
+    write = lambda path, ps: path.write_text("".join(json.dumps({"category": "a", "prompt": p}) + "\n"
+                                                     for p in ps))
+    write(train_p, ["t5 t9", "t7 t30 t31", "t10", "t11", "t12 t13", "t14", "t15 t16", "t17"])
+    write(val_p, ["t20 t21", "T5, t9!", "t22", "t23 t24"])  # the second is a training prompt
+    assert T.main(["--target", str(model_dir), "--out", str(run), "--prompts", str(train_p),
+                   "--val-prompts", str(val_p), "--max-new-tokens", "12", "--layers", "1",
+                   "--block-size", "4", "--mask-token-id", "63", "--taps", "0,2", "--steps", "2",
+                   "--batch-seqs", "2", "--anchors", "2", "--no-compile"]) == 0
+    data, val = T.Dataset.load(run / "data.npz"), T.Dataset.load(run / "val-v.npz")
+    assert len(data) == 8 and len(val) == 3  # the repeated prompt left out
+    usable = lambda d: int((d.lengths - d.prompt_lens >= 2).sum())
+    assert f"{usable(data)} train / {usable(val)} val sequences" in capsys.readouterr().err
+    ds = T.Dataset.concat([data, val])
+    tr, va = _split(ds, 0.5, 0, None, np.arange(len(ds)) >= len(data))
+    assert set(va) <= set(range(8, 11)) and set(tr) <= set(range(8))
+
+
 def test_cached_features_equal_computed_ones(setup):
     """The cache is kept in parts of S sequences; any sequence (last, partial part included)
     reads back the features a fresh pass computes."""

@@ -16,7 +16,8 @@ import numpy as np
 from ..load import TARGET_DTYPES
 from ..registry import ASSETS
 from .config import SAVE_DTYPES, TrainConfig
-from .data import DATA_FILE, Dataset, follow_ups, generate_data, read_prompts, self_prompts
+from .data import (DATA_FILE, Dataset, follow_ups, generate_data, norm_prompt, read_prompts,
+                   self_prompts)
 from .evaluate import evaluate, format_eval
 from .loop import train
 
@@ -39,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"token files, one per prompt file (default OUT/{DATA_FILE}, or "
                         "OUT/data-<prompt file>.npz for several); a complete one is reused, a "
                         "partial one resumed; training reads them all")
+    p.add_argument("--val-prompts", nargs="+", default=[], metavar="FILE",
+                   help="validate on the answers to these prompt files only (token files "
+                        "OUT/val-<name>.npz), never trained on; prompts that also occur in --prompts "
+                        "are left out. Default: a random --val-frac of the training prompts, whose "
+                        "templates and variants training still sees")
     p.add_argument("--generate-only", action="store_true", help="stop after writing the data")
     p.add_argument("--write-follow-ups", metavar="FILE", default=None,
                    help="after generating, write a prompt file of second user turns after every "
@@ -181,13 +187,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.perf_counter()  # --gen-time-limit counts from here: writing prompts is generation
     if args.write_self_prompts and not Path(args.write_self_prompts).exists():
         _write_self_prompts(args, lm, tokenizer, say)
+    seen = {norm_prompt(p) for f in args.prompts for _, p in read_prompts(f) if isinstance(p, str)}
+
     def prompts_of(prompt_file):  # the order generation uses (and prompt_index refers to)
         prompts = read_prompts(prompt_file)
         order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
-        return [prompts[i] for i in order][: args.max_prompts]
+        prompts = [prompts[i] for i in order][: args.max_prompts]
+        if prompt_file in args.val_prompts:  # validation never repeats a training prompt
+            prompts = [(c, p) for c, p in prompts if not isinstance(p, str) or norm_prompt(p) not in seen]
+        return prompts
 
-    parts, follow, groups, files = [], [], [], {}
-    for prompt_file, data in zip(args.prompts, _data_paths(args)):
+    val_data = [out / f"val-{Path(f).name.split('.')[0]}.npz" for f in args.val_prompts]
+    parts, follow, groups, files, val_only = [], [], [], {}, []
+    for prompt_file, data in zip(args.prompts + args.val_prompts, _data_paths(args) + val_data):
         ds, prompts = (Dataset.load(data) if data.exists() else None), None
         if ds is None or not (ds.meta.get("complete") or args.resume):
             prompts = prompts_of(prompt_file)
@@ -203,7 +215,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         # a prompt answered in several token files (e.g. with --opening) is one validation group
         file_id = files.setdefault(str(Path(prompt_file).resolve()), len(files))
         groups.append(file_id * 2**32 + ds.prompt_index.astype(np.int64))
-        if args.write_follow_ups:
+        val_only.append(np.full(len(ds), prompt_file in args.val_prompts))
+        if args.write_follow_ups and prompt_file not in args.val_prompts:
             follow.extend(follow_ups(ds, prompts or prompts_of(prompt_file), tokenizer, args.seed))
     if args.write_follow_ups:
         with open(args.write_follow_ups, "w", encoding="utf-8") as f:
@@ -216,6 +229,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     if cfg.time_limit:  # the limit counts from the command's start
         cfg.time_limit -= time.perf_counter() - t_main
     train(Target(lm, model_type, []), tokenizer, ds, cfg, resume=args.resume, progress=say,
-          groups=np.concatenate(groups))
+          groups=np.concatenate(groups), val_only=np.concatenate(val_only))
     return 0
 

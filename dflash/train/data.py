@@ -259,7 +259,7 @@ def self_prompts(model, tokenizer, n: int, batch_size: int = 256, temperature: f
                                              add_generation_prompt=False)
     head = rendered[: rendered.index("\x00")]
     end = tokenizer.encode(rendered[rendered.index("\x00") + 1 :], add_special_tokens=False)[:1]
-    held = [_norm(p) for p in exclude]
+    held = [norm_prompt(p) for p in exclude]
     cats = [(c, s) for c, starters in STARTERS.items() for s in starters]
     rng = np.random.default_rng(seed)
     out, seen = [], set()
@@ -271,7 +271,7 @@ def self_prompts(model, tokenizer, n: int, batch_size: int = 256, temperature: f
                              temperature=temperature, seed=seed * 1_000_003 + b, sample_stops=True)
         for (cat, starter), t in zip(picks, turns):
             text = (starter + tokenizer.decode(t[:-1])).strip()
-            key = _norm(text)
+            key = norm_prompt(text)
             if (t[-1:] == end and len(key.split()) >= 3 and key not in seen and "<|" not in text
                     and not any(h in key or key in h for h in held)):
                 seen.add(key)
@@ -282,5 +282,5 @@ def self_prompts(model, tokenizer, n: int, batch_size: int = 256, temperature: f
     return out
 
 
-def _norm(text: str) -> str:
+def norm_prompt(text: str) -> str:
     return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())

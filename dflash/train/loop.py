@@ -68,11 +68,15 @@ class _Log:
         self.f.flush()
 
 
-def _split(ds: Dataset, val_frac: float, seed: int,
-           groups: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+def _split(ds: Dataset, val_frac: float, seed: int, groups: Optional[np.ndarray] = None,
+           val_only: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Train / validation sequence indices. Sequences of one group (several answers to one prompt)
-    fall on the same side, so validation never sees a prompt that training saw."""
+    fall on the same side, so validation never sees a prompt that training saw. `val_only` (one
+    bool per sequence, some True): exactly those validate, the rest train."""
     ok = np.flatnonzero(ds.lengths - ds.prompt_lens >= 2)
+    if val_only is not None and np.any(val_only):
+        held = np.asarray(val_only, dtype=bool)[ok]
+        return ok[~held], ok[held]
     g = ok if groups is None else np.asarray(groups)[ok]
     perm = np.random.default_rng(seed).permutation(np.unique(g))
     n_val = int(round(len(perm) * val_frac)) if len(perm) > 1 else 0
@@ -197,9 +201,11 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
 
 
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
-          progress: Callable[[str], None] = print, groups: Optional[np.ndarray] = None) -> Drafter:
+          progress: Callable[[str], None] = print, groups: Optional[np.ndarray] = None,
+          val_only: Optional[np.ndarray] = None) -> Drafter:
     """Train (or continue training) a drafter for `target` on `ds`; returns it (float32).
-    `groups` (one id per sequence, e.g. its prompt) keeps each group on one side of the split.
+    `groups` (one id per sequence, e.g. its prompt) keeps each group on one side of the split;
+    `val_only` (one bool per sequence) names the validation sequences instead.
 
     Writes OUT/checkpoint/ every `save_every` steps and at the end, OUT/train_log.jsonl, and the
     drafter (config.json + model.safetensors in `save_dtype`) in OUT. With `cfg.distributed`, one
@@ -219,7 +225,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         drafter.vocab = DraftVocab(draft_vocab_from(ds, cfg.draft_vocab))
     target.tap_ids = list(args.target_layer_ids)
     B = args.block_size
-    train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups)
+    train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups, val_only)
     L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
     S = min(cfg.batch_seqs, len(train_ids))
     if len(train_ids) < S * W:
