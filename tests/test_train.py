@@ -196,12 +196,12 @@ def test_lr_schedule_and_parser():
     assert a.taps == [1, 7] and a.eval.endswith("eval.jsonl")
 
 
-def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
+def tiny_model_dir(model_dir):
+    """A tiny llama target saved as a model directory with a word-level tokenizer (t0..t63)."""
     from mlx.utils import tree_flatten
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    model_dir, run = tmp_path / "model", str(tmp_path / "run")
     model_dir.mkdir()
     mx.save_safetensors(str(model_dir / "model.safetensors"),
                         dict(tree_flatten(tiny_model("llama").parameters())))
@@ -209,6 +209,11 @@ def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}").save_pretrained(str(model_dir))
+
+
+def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
+    model_dir, run = tmp_path / "model", str(tmp_path / "run")
+    tiny_model_dir(model_dir)
     prompts, more = tmp_path / "p.jsonl", tmp_path / "more.jsonl"
     prompts.write_text("".join(json.dumps({"category": c, "prompt": p}) + "\n" for c, p in
                                [("a", "t5 t9"), ("b", "t7 t30 t31"), ("a", "t10"), ("b", "t11")] * 3))
@@ -237,20 +242,10 @@ def test_cli_trains_and_evaluates_a_model_directory(tmp_path):
 
 def test_cli_validates_on_its_own_prompt_file(tmp_path, capsys):
     """--val-prompts: validation is exactly the answers to that file, minus prompts training has."""
-    from mlx.utils import tree_flatten
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     from dflash.train.loop import _split
 
     model_dir, run = tmp_path / "model", tmp_path / "run"
-    model_dir.mkdir()
-    mx.save_safetensors(str(model_dir / "model.safetensors"),
-                        dict(tree_flatten(tiny_model("llama").parameters())))
-    (model_dir / "config.json").write_text(json.dumps(dict(CONFIGS["llama"], eos_token_id=EOS)))
-    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}").save_pretrained(str(model_dir))
+    tiny_model_dir(model_dir)
     train_p, val_p = tmp_path / "p.jsonl", tmp_path / "v.jsonl"
     write = lambda path, ps: path.write_text("".join(json.dumps({"category": "a", "prompt": p}) + "\n"
                                                      for p in ps))
