@@ -19,6 +19,7 @@ PROMPTS = ROOT / "assets" / "prompts"
 TRAIN = PROMPTS / "train.jsonl"
 NATURAL = PROMPTS / "train-natural.jsonl"
 SELF = sorted(PROMPTS.glob("train-self-*.jsonl.xz"))  # written by the target (train --write-self-prompts)
+VAL_SELF = PROMPTS / "val-self-3.jsonl"  # the same, another seed: for train --val-prompts
 EVAL = PROMPTS / "eval.jsonl"
 SCRIPT = PROMPTS / "make_prompts.py"
 BENCH = ROOT / "assets" / "bench"
@@ -175,6 +176,7 @@ def test_presets_schema(presets):
 def prompt_sets(train, natural, self_written, eval_set, bench, presets) -> dict[str, list[str]]:
     return {
         "train": [r["prompt"] for r in train + natural + self_written],
+        "val": [r["prompt"] for r in read_jsonl(VAL_SELF)],
         "eval": [r["prompt"] for r in eval_set],
         "bench": [r["prompt"] for recs in bench.values() for r in recs],
         "presets": list(presets.values()),
@@ -182,7 +184,7 @@ def prompt_sets(train, natural, self_written, eval_set, bench, presets) -> dict[
 
 
 def test_no_duplicates_within_held_out_sets(prompt_sets):
-    for name in ("eval", "bench", "presets"):
+    for name in ("val", "eval", "bench", "presets"):
         keys = [norm(p) for p in prompt_sets[name]]
         assert len(set(keys)) == len(keys), name
 
@@ -199,7 +201,7 @@ def test_held_out_prompts_not_embedded_in_train(prompt_sets):
     """A held-out prompt must not appear inside a (decorated) training prompt, nor vice versa."""
     train_keys = [norm(p) for p in prompt_sets["train"]]
     blob = "\n".join(train_keys)
-    for name in ("eval", "bench", "presets"):
+    for name in ("val", "eval", "bench", "presets"):
         for prompt in prompt_sets[name]:
             key = norm(prompt)
             assert key not in blob, (name, prompt)
