@@ -283,4 +283,5 @@ def self_prompts(model, tokenizer, n: int, batch_size: int = 256, temperature: f
 
 
 def norm_prompt(text: str) -> str:
+    """How prompts are compared: lower case, letters and digits, single spaces."""
     return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())
