@@ -187,7 +187,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.perf_counter()  # --gen-time-limit counts from here: writing prompts is generation
     if args.write_self_prompts and not Path(args.write_self_prompts).exists():
         _write_self_prompts(args, lm, tokenizer, say)
-    seen = {norm_prompt(p) for f in args.prompts for _, p in read_prompts(f) if isinstance(p, str)}
+    # what validation prompts must not repeat: each training file read once, and only if needed
+    train_files = dict.fromkeys(args.prompts) if args.val_prompts else {}
+    seen = {norm_prompt(p) for f in train_files for _, p in read_prompts(f) if isinstance(p, str)}
 
     def prompts_of(prompt_file):  # the order generation uses (and prompt_index refers to)
         prompts = read_prompts(prompt_file)
