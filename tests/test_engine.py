@@ -67,7 +67,7 @@ def family(request):
 
 def test_lossless_oracle_drafter(family):
     """>= 70 cases per family: prompts, lengths, block sizes, error rates, EOS, max_tokens."""
-    rng = random.Random(hash(family) % 1000)
+    rng = random.Random(FAMILIES.index(family))  # not hash(): str hashes change per process
     pair = tiny_pair(family, seed=3)
     pair.target.tap_ids = [0]  # the oracle reads no features, but counts them
     stats = {"partial": 0, "full": 0, "eos_in_block": 0, "cut_mid_block": 0}
