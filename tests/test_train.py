@@ -175,6 +175,48 @@ def test_bf16_with_cached_features(setup):
     assert all(v.dtype == mx.float32 for v in w.values())  # master weights
 
 
+def test_distill_reads_the_target_at_each_slots_position(setup):
+    """--distill's teacher for slot j of a block at anchor a is the target's distribution at
+    position a+j-1: its argmax is the slot's label (the data is the target's greedy answer), and a
+    teacher sharpened to one-hot makes the KL term the cross-entropy itself."""
+    _, model, tok, ds = setup
+    target = Target(model, "llama", [0, 2])
+    drafter = Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
+    drafter.set_dtype(mx.float32)
+    io, seqs = T.FrozenIO(target), np.arange(8)
+    b = T.sample_blocks(ds, seqs, np.random.default_rng(0), 64, 8, 4, VOCAB - 1, 0)
+    feats, final = T.target_features(target, mx.array(b["ids"]), final=True)
+    assert mx.array_equal(feats, T.target_features(target, mx.array(b["ids"])))
+    valid = b["valid"].astype(bool)
+    pos = np.minimum(b["anchors"][:, None] + np.arange(7)[None], 63)
+    teacher = np.array(io.logits(final[mx.array(b["rows"])[:, None], mx.array(pos)]))
+    assert valid.sum() > 100 and (teacher.argmax(-1) == b["labels"])[valid].all()
+
+    batch = [feats] + [mx.array(b[k]) for k in T.BLOCK_KEYS]
+    w = T.position_weights(8, 7.0)
+    ce, _ = T.block_loss(drafter, io, *batch, weights=w)
+    kl_sharp, _ = T.block_loss(drafter, io, *batch, weights=w, final=final * 1e4, distill=1.0)
+    kl, _ = T.block_loss(drafter, io, *batch, weights=w, final=final, distill=1.0)
+    half, _ = T.block_loss(drafter, io, *batch, weights=w, final=final, distill=0.5)
+    assert kl_sharp.item() == pytest.approx(ce.item(), rel=1e-4)
+    assert 0 < kl.item() < ce.item()  # the soft teacher is closer to a random drafter's spread
+    assert half.item() == pytest.approx((ce.item() + kl.item()) / 2, rel=1e-5)
+
+
+def test_train_with_distill(setup, tmp_path):
+    tmp, model, tok, ds = setup
+    out = tmp_path / "kd"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=20, distill=0.5, distill_temp=2.0, compile=True),
+            progress=lambda s: None)
+    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines()]
+    train_losses = [r["loss"] for r in log if "split" not in r]
+    assert train_losses[-1] < train_losses[0] and any("tau_walk" in r for r in log)
+    assert load_drafter(out).args.target_layer_ids == [0, 2]
+    with pytest.raises(ValueError, match="cache-features"):
+        T.train(Target(model, "llama", []), tok, ds,
+                cfg_for(tmp_path / "no", distill=0.5, cache_features=True), progress=lambda s: None)
+
+
 def test_evaluate_and_cli_eval(setup, tmp_path):
     _, model, tok, ds = setup
     out = tmp_path / "run"

@@ -49,6 +49,12 @@
 #           it is (GPU 0) and deepened to 8 layers (GPU 1, --grow-layers 8), first part
 #   pick8   resume both to the end of their schedule, evaluate both on the held-out prompts (on
 #           the GPU), bring back candidate 0 and both logs; `ret8` brings back candidate 1
+# The ninth run (nvidia-h200-x2): the loss reads the target's whole distribution (--distill)
+#   unpack9 carry .dtrain/d .dtrain/o .dtrain/s (after part1, part2, convert)  every token file
+#   kd9     carry .dtrain/e   two candidates from the shipped drafter on every answer file,
+#           validated on assets/prompts/val-self-3.jsonl: --distill 1 (GPU 0), 0.5 (GPU 1)
+#   kd9more resume both to the end of their schedule; bring back both logs and candidate 0
+#           (`ret8` brings back candidate 1)
 set -uo pipefail
 phase=$1
 shift
@@ -136,6 +142,17 @@ candidate8() {  # every answer file there; GPU 1 deepens its drafter to 8 layers
     --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
     --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
     --prompts $prompts --data $data --gen-time-limit 0 "${grow[@]}" "$@"
+}
+DISTILL=(1.0 0.5)
+candidate9() {  # every answer file there; GPU g distills with weight DISTILL[g]
+  local data=$DATA prompts="$PROMPTS" n
+  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
+  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 --distill ${DISTILL[$G]} \
+    --val-prompts assets/prompts/val-self-3.jsonl \
+    --prompts $prompts --data $data --gen-time-limit 0 "$@"
 }
 eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
@@ -341,6 +358,29 @@ pick8)  # $1: seconds of training this call may run before the evaluations
   for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl; done
   tar -C $RUN -cf $OUT/run/meta.tar cand0/config.json cand0/draft_vocab.npy cand1/config.json \
     cand1/draft_vocab.npy log-cand0.jsonl log-cand1.jsonl eval-cand0.json eval-cand1.json gpu0.log gpu1.log
+  split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
+  ls -la $OUT/run
+  ;;
+unpack9)
+  mkdir -p $RUN
+  xz -dc .dtrain/d/smollm2-selfdistill-data.npz.xz > $RUN/data-train.npz
+  xz -dc .dtrain/d/smollm2-selfdistill-natural.npz.xz > $RUN/data-natural.npz
+  for f in .dtrain/d/smollm2-selfdistill-open.tar.xz .dtrain/o/smollm2-selfdistill-open2.tar.xz \
+    .dtrain/s/smollm2-selfdistill-self.tar.xz; do tar -C $RUN -xJf $f; done
+  ls -la $RUN
+  ;;
+kd9)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
+  env_on
+  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
+  per_gpu candidate9 --init /tmp/e --steps 0 --train-seconds "$2" --time-limit $(( $1 - $(date +%s) + T0 ))
+  ;;
+kd9more)  # $1: seconds this call may run
+  env_on
+  per_gpu candidate9 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
+  mkdir -p $OUT/run
+  for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl; done
+  tar -C $RUN -cf $OUT/run/meta.tar cand0/config.json cand0/draft_vocab.npy cand1/config.json \
+    cand1/draft_vocab.npy log-cand0.jsonl log-cand1.jsonl gpu0.log gpu1.log
   split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
   ls -la $OUT/run
   ;;

@@ -81,13 +81,27 @@ def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.a
     return drafter.norm(h)
 
 
-def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights):
-    """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums."""
+def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights, final=None,
+               distill: float = 0.0, temp: float = 1.0):
+    """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums.
+
+    With the target's final hidden states `final` [S, L, H] and distill > 0 each slot's loss is
+    (1 - distill) * CE + distill * KL(target || drafter) at temperature `temp`: the target's whole
+    next-token distribution at the slot's position, not only its argmax (the label)."""
     h = drafter_forward(drafter, io, feats, block, anchors, rows)
     logits = io.logits(h[:, 1:]).astype(mx.float32)
-    ce = nn.losses.cross_entropy(logits, labels, reduction="none")
+    per_slot = nn.losses.cross_entropy(logits, labels, reduction="none")
+    if final is not None and distill > 0:
+        # slot j+1's label x_{a+j+1} is the target's argmax at position a+j; positions past the
+        # padded length are clipped (their slots are not valid)
+        pos = mx.minimum(anchors[:, None] + mx.arange(labels.shape[1])[None], final.shape[1] - 1)
+        teacher = io.logits(final[rows[:, None], pos]).astype(mx.float32) / temp
+        log_t = teacher - mx.logsumexp(teacher, -1, keepdims=True)
+        log_s = logits / temp - mx.logsumexp(logits / temp, -1, keepdims=True)
+        kl = (mx.exp(log_t) * (log_t - log_s)).sum(-1) * temp**2
+        per_slot = (1 - distill) * per_slot + distill * kl
     w = weights[None] * valid
-    loss = (ce * w).sum() / mx.maximum(w.sum(), 1e-6)
+    loss = (per_slot * w).sum() / mx.maximum(w.sum(), 1e-6)
     correct = (mx.argmax(logits, -1) == labels) * valid
     accepted = mx.cumprod(correct, axis=1)
     return loss, (correct.sum(0), accepted.sum(0), valid.sum(0))

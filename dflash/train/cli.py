@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--weight-decay", type=float, default=c.weight_decay)
     t.add_argument("--clip", type=float, default=c.clip)
     t.add_argument("--gamma", type=float, default=c.gamma, help="slot k weighs exp(-(k-1)/gamma)")
+    t.add_argument("--distill", type=float, default=c.distill, metavar="W",
+                   help="each slot's loss is (1-W) x cross-entropy on the target's token + W x "
+                        "KL(target || drafter) on its whole next-token distribution (the target "
+                        "then runs all its layers per batch; not with --cache-features)")
+    t.add_argument("--distill-temp", type=float, default=c.distill_temp,
+                   help="temperature of both distributions in the KL term")
     t.add_argument("--val-frac", type=float, default=c.val_frac)
     t.add_argument("--seed", type=int, default=c.seed)
     t.add_argument("--save-every", type=int, default=c.save_every)

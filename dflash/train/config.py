@@ -38,6 +38,8 @@ class TrainConfig:
     weight_decay: float = 0.01
     clip: float = 1.0
     gamma: float = 7.0
+    distill: float = 0.0  # weight of KL(target || drafter) in each slot's loss; 0: CE only
+    distill_temp: float = 1.0
     val_frac: float = 0.02
     seed: int = 0
     save_every: int = 500

@@ -99,10 +99,14 @@ def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
 class Features:
     """The target's tapped features of sequences, computed per batch or (cache=True) once for the
     whole data set and kept on the device in float16 (the dtype the engine's drafter reads), in
-    parts of S sequences: one array of n x L x F would need twice its size while concatenating."""
+    parts of S sequences: one array of n x L x F would need twice its size while concatenating.
+    final=True (per batch only): (features, the target's final normed hidden states)."""
 
-    def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress):
-        self.target, self.parts, self.S = target, None, S
+    def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress,
+                 final: bool = False):
+        if cache and final:
+            raise ValueError("--distill needs the target's last layers per batch: drop --cache-features")
+        self.target, self.parts, self.S, self.final = target, None, S, final
         if cache:
             n, self.parts, bar = len(ds), [], progress_bar(len(ds), "features")
             progress(f"caching features: {n} x {L} x {len(target.tap_ids) * target.hidden_size} "
@@ -118,7 +122,7 @@ class Features:
     def __call__(self, seqs: np.ndarray, ids: np.ndarray) -> mx.array:
         if self.parts is not None:
             return mx.stack([self.parts[i // self.S][i % self.S] for i in seqs.tolist()])
-        return target_features(self.target, mx.array(ids))
+        return target_features(self.target, mx.array(ids), final=self.final)
 
 
 def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
@@ -169,8 +173,10 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
         work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
     weights = position_weights(master.block_size, cfg.gamma)
 
-    def loss_of(model, *batch):
-        return block_loss(model, io, *batch, weights=weights)
+    def loss_of(model, *batch):  # batch: features, the BLOCK_KEYS arrays, [final hidden states]
+        final = batch[1 + len(BLOCK_KEYS)] if cfg.distill else None
+        return block_loss(model, io, *batch[: 1 + len(BLOCK_KEYS)], weights=weights, final=final,
+                          distill=cfg.distill, temp=cfg.distill_temp)
 
     loss_and_grad = nn.value_and_grad(work, loss_of)
     state = [master.state, opt.state] + ([work.state] if work is not master else [])
@@ -237,16 +243,19 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
              f"{len(train_ids)} train / {len(val_ids)} val sequences, "
              f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {S} sequences "
              f"x {cfg.anchors} blocks{f' on each of {W} processes' if W > 1 else ''}, seq_len {L}, "
-             f"{cfg.dtype}")
+             f"{cfg.dtype}{f', loss {1 - cfg.distill:g} CE + {cfg.distill:g} KL at T {cfg.distill_temp:g}' if cfg.distill else ''}")
 
     dtype = SAVE_DTYPES[cfg.dtype]
     io = FrozenIO(target, dtype)
     step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype, world)
-    features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
+    features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress, final=cfg.distill > 0)
 
     def batch_for(seqs, rng):
         b = sample_blocks(ds, seqs, rng, L, B, cfg.anchors, args.mask_token_id, pad_id)
-        return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
+        feats, final = features(seqs, b["ids"]), []
+        if cfg.distill:
+            feats, final = feats[0], [feats[1]]
+        return [feats] + [mx.array(b[k]) for k in BLOCK_KEYS] + final
 
     val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
 
@@ -259,6 +268,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         accepted = {}
         for seqs in val_batches[:2]:
             feats = features(seqs, pad_ids(ds, seqs, L, pad_id))  # once for all of its anchors' chunks
+            feats = feats[0] if cfg.distill else feats
             for keys, b in every_anchor(ds, seqs, L, B, S * cfg.anchors, args.mask_token_id, pad_id):
                 n = accept_fn(feats, *[mx.array(b[k]) for k in BLOCK_KEYS])
                 accepted.update(zip(keys, n.tolist()))

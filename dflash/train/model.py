@@ -117,16 +117,18 @@ def grow_layers(drafter: Drafter, n: int) -> Drafter:
     return grown
 
 
-def target_features(target, ids: mx.array) -> mx.array:
+def target_features(target, ids: mx.array, final: bool = False):
     """The tapped layer outputs [S, L, n_taps*H] of a causal pass over ids [S, L] (no cache); the
-    layers after the last tap and the head are skipped."""
+    layers after the last tap and the head are skipped. final=True: every layer runs and the
+    final normed hidden states [S, L, H] (the head's input: the teacher for --distill) come too."""
     from mlx_lm.models.base import create_attention_mask
 
     h = target.embed(ids)
     mask = create_attention_mask(h, None)
     taps = {}
-    for i, layer in enumerate(target.layers[: max(target.tap_ids) + 1]):
+    for i, layer in enumerate(target.layers[: None if final else max(target.tap_ids) + 1]):
         h = layer(h, None if getattr(layer, "is_linear", False) else mask, None)
         if i in target.tap_ids:
             taps[i] = h
-    return mx.stop_gradient(mx.concatenate([taps[t] for t in target.tap_ids], -1))
+    feats = mx.stop_gradient(mx.concatenate([taps[t] for t in target.tap_ids], -1))
+    return (feats, mx.stop_gradient(target.backbone.norm(h))) if final else feats
