@@ -47,7 +47,8 @@ def tiny_model(family: str, seed: int = 0):
     mx.random.seed(seed)
     mod = importlib.import_module(f"mlx_lm.models.{family}")
     model = mod.Model(mod.ModelArgs.from_dict(CONFIGS[family]))
-    # random init is small; scale the embedding so the logits are not all ties
+    # the tied-embedding ones (llama, qwen2, qwen3) greedily repeat one token from the start; the
+    # hybrid ones (qwen3_5, qwen3_next) continue with varied tokens
     model.set_dtype(mx.float32)
     mx.eval(model.parameters())
     return model
