@@ -513,7 +513,6 @@ def _blas_line(env: dict) -> str:
 def write_plot(doc: dict, path: Path) -> Optional[Path]:
     """Per-prompt speedup and tau as plotly HTML; None (and the JSON is enough) without plotly."""
     try:
-        import plotly.graph_objects as go
         from plotly.subplots import make_subplots
     except ImportError:
         return None

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from tests.test_engine import OracleDrafter, run
-from tests.tiny import VOCAB, tiny_pair
+from tests.tiny import tiny_pair
 
 spec = importlib.util.spec_from_file_location(
     "misses", Path(__file__).resolve().parents[1] / "assets" / "train" / "misses.py")
