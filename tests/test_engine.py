@@ -160,6 +160,7 @@ def test_draft_vocab_keeps_output_and_drafts_inside_it(temperature):
     pair = tiny_pair("llama", tiny_drafter(block_size=8))
     ids = np.arange(1, VOCAB, 2, dtype=np.int32)
     pair.drafter.vocab = DraftVocab(ids)
+    pair.tokenizer.eos_token_ids = {VOCAB}  # unreachable: a sampled run goes on to max_tokens
     prompt = [5, 9, 13, 2]
     kw = dict(max_tokens=40, temperature=temperature, seed=3)
     *_, ref = stream(pair, prompt, GenerationConfig(mode="target", **kw))

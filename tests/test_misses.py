@@ -17,7 +17,7 @@ spec.loader.exec_module(misses)
 
 def test_misses_read_the_target_where_the_engine_judged():
     rng = random.Random(0)
-    pair = tiny_pair("qwen3_5", seed=3)  # its greedy continuations vary (tiny llama's repeat one token)
+    pair = tiny_pair("qwen3_5", seed=3)
     pair.target.tap_ids = [0]
     recs = []
     for n in range(6):

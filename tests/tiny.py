@@ -19,8 +19,12 @@ _COMMON = dict(hidden_size=HIDDEN, num_hidden_layers=4, intermediate_size=64,
                vocab_size=VOCAB, tie_word_embeddings=True, max_position_embeddings=512)
 
 CONFIGS = {
-    "llama": dict(_COMMON, model_type="llama", rope_theta=10000.0),
-    "qwen3": dict(_COMMON, model_type="qwen3", head_dim=8, rope_theta=10000.0),
+    # untied heads: with tied ones a random tiny model greedily repeats one token from the start,
+    # which would let a lossless test pass whatever the caches held (qwen2 and qwen3_moe keep the
+    # tied head's code path)
+    "llama": dict(_COMMON, model_type="llama", rope_theta=10000.0, tie_word_embeddings=False),
+    "qwen3": dict(_COMMON, model_type="qwen3", head_dim=8, rope_theta=10000.0,
+                  tie_word_embeddings=False),
     "qwen2": dict(_COMMON, model_type="qwen2", rope_theta=10000.0),
     "qwen3_moe": dict(_COMMON, model_type="qwen3_moe", head_dim=8, rope_theta=10000.0,
                       num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
@@ -47,8 +51,6 @@ def tiny_model(family: str, seed: int = 0):
     mx.random.seed(seed)
     mod = importlib.import_module(f"mlx_lm.models.{family}")
     model = mod.Model(mod.ModelArgs.from_dict(CONFIGS[family]))
-    # the tied-embedding ones (llama, qwen2, qwen3) greedily repeat one token from the start; the
-    # hybrid ones (qwen3_5, qwen3_next) continue with varied tokens
     model.set_dtype(mx.float32)
     mx.eval(model.parameters())
     return model
