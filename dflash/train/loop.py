@@ -238,12 +238,14 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         raise ValueError(f"{len(train_ids)} training sequences cannot fill {W} batches of {S}")
     pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
     n_params = sum(v.size for _, v in tree_flatten(drafter.parameters()))
+    loss_desc = (f"{1 - cfg.distill:g} CE + {cfg.distill:g} KL at T {cfg.distill_temp:g}"
+                 if cfg.distill else "CE")
     progress(f"drafter: {args.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
              f"{args.target_layer_ids}, mask id {args.mask_token_id}, block {B}; data: "
              f"{len(train_ids)} train / {len(val_ids)} val sequences, "
              f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {S} sequences "
              f"x {cfg.anchors} blocks{f' on each of {W} processes' if W > 1 else ''}, seq_len {L}, "
-             f"{cfg.dtype}{f', loss {1 - cfg.distill:g} CE + {cfg.distill:g} KL at T {cfg.distill_temp:g}' if cfg.distill else ''}")
+             f"{cfg.dtype}, loss {loss_desc}")
 
     dtype = SAVE_DTYPES[cfg.dtype]
     io = FrozenIO(target, dtype)
