@@ -305,6 +305,18 @@ def test_cli_validates_on_its_own_prompt_file(tmp_path, capsys):
     tr, va = _split(ds, 0.5, 0, None, np.arange(len(ds)) >= len(data))
     assert set(va) <= set(range(8, 11)) and set(tr) <= set(range(8))
 
+    # a run that generates nothing more (--gen-time-limit 0) still answers the validation file
+    common = ["--target", str(model_dir), "--prompts", str(train_p), "--data", str(run / "data.npz"),
+              "--max-new-tokens", "12", "--layers", "1", "--block-size", "4", "--mask-token-id", "63",
+              "--taps", "0,2", "--steps", "2", "--batch-seqs", "2", "--anchors", "2", "--no-compile",
+              "--gen-time-limit", "0"]
+    assert T.main(common + ["--out", str(tmp_path / "again"), "--val-prompts", str(val_p)]) == 0
+    assert len(T.Dataset.load(tmp_path / "again" / "val-v.npz")) == 3
+    # a validation file with nothing left to validate on is an error, not a random split
+    write(val_p, ["t5 t9", "T10."])
+    with pytest.raises(SystemExit, match="no answers to validate on"):
+        T.main(common + ["--out", str(tmp_path / "none"), "--val-prompts", str(val_p)])
+
 
 def test_cached_features_equal_computed_ones(setup):
     """The cache is kept in parts of S sequences; any sequence (last, partial part included)

@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the target's dtype for data and features (load.py; auto: as the engine)")
     p.add_argument("--gen-time-limit", type=float, default=None,
                    help="stop generating (prompts and answers) after this many seconds and "
-                        "train on what is there (0: no more generation)")
+                        "train on what is there (0: no more generation); --val-prompts answers "
+                        "are always generated in full")
     p.add_argument("--opening", type=int, default=0, metavar="N",
                    help="answers open with 1..N sampled tokens, then go on greedy: more greedy data "
                         "from the same prompts (the opening counts as prompt: never a label)")
@@ -211,7 +212,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         ds, prompts = (Dataset.load(data) if data.exists() else None), None
         if ds is None or not (ds.meta.get("complete") or args.resume):
             prompts = prompts_of(prompt_file)
-            limit = args.gen_time_limit
+            # validation answers are few and always generated in full: a limit (or 0, "no more
+            # generation") that left them out would quietly validate on nothing
+            limit = None if prompt_file in args.val_prompts else args.gen_time_limit
             t1 = time.perf_counter()
             ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
                                time_limit=None if limit is None else max(0.0, limit - (t1 - t0)),
@@ -233,10 +236,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ds = Dataset.concat(parts)
     if args.generate_only:
         return 0
+    val_only = np.concatenate(val_only)
+    if args.val_prompts and not val_only.any():
+        raise SystemExit("--val-prompts: no answers to validate on (are all its prompts also "
+                         "training prompts?)")
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     if cfg.time_limit:  # the limit counts from the command's start
         cfg.time_limit -= time.perf_counter() - t_main
     train(Target(lm, model_type, []), tokenizer, ds, cfg, resume=args.resume, progress=say,
-          groups=np.concatenate(groups), val_only=np.concatenate(val_only))
+          groups=np.concatenate(groups), val_only=val_only)
     return 0
 
