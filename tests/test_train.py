@@ -175,12 +175,21 @@ def test_bf16_with_cached_features(setup):
     assert all(v.dtype == mx.float32 for v in w.values())  # master weights
 
 
-def test_distill_reads_the_target_at_each_slots_position(setup):
+@pytest.mark.parametrize("tied", [False, True])
+def test_distill_reads_the_target_at_each_slots_position(setup, tied):
     """--distill's teacher for slot j of a block at anchor a is the target's distribution at
     position a+j-1: its argmax is the slot's label (the data is the target's greedy answer), and a
-    teacher sharpened to one-hot makes the KL term the cross-entropy itself."""
-    _, model, tok, ds = setup
+    teacher sharpened to one-hot makes the KL term the cross-entropy itself. Tied: the head is the
+    embedding (as SmolLM2's)."""
+    tmp, model, tok, ds = setup
+    if tied:
+        model = tiny_model("llama", tied=True)
+        prompts = [("a", p) for p in ("hello there", "what is up", "x", "abc def", "one two",
+                                      "zzz", "qrs tuv", "tell me more")]
+        ds = T.generate_data(model, tok, prompts, tmp / "tied.npz", max_new_tokens=24, batch_size=8,
+                             progress=lambda s: None)
     target = Target(model, "llama", [0, 2])
+    assert (target.head is None) == tied
     drafter = Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
     drafter.set_dtype(mx.float32)
     io, seqs = T.FrozenIO(target), np.arange(8)

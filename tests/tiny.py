@@ -20,12 +20,12 @@ _COMMON = dict(hidden_size=HIDDEN, num_hidden_layers=4, intermediate_size=64,
 
 CONFIGS = {
     # untied heads: with tied ones a random tiny model greedily repeats one token from the start,
-    # which would let a lossless test pass whatever the caches held (qwen2 and qwen3_moe keep the
-    # tied head's code path)
+    # which would let a lossless test pass whatever the caches held (qwen3_moe keeps the tied
+    # head's code path, and tiny_model(..., tied=True) gives any family one)
     "llama": dict(_COMMON, model_type="llama", rope_theta=10000.0, tie_word_embeddings=False),
     "qwen3": dict(_COMMON, model_type="qwen3", head_dim=8, rope_theta=10000.0,
                   tie_word_embeddings=False),
-    "qwen2": dict(_COMMON, model_type="qwen2", rope_theta=10000.0),
+    "qwen2": dict(_COMMON, model_type="qwen2", rope_theta=10000.0, tie_word_embeddings=False),
     "qwen3_moe": dict(_COMMON, model_type="qwen3_moe", head_dim=8, rope_theta=10000.0,
                       num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                       decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True),
@@ -47,10 +47,12 @@ CONFIGS = {
 }
 
 
-def tiny_model(family: str, seed: int = 0):
+def tiny_model(family: str, seed: int = 0, tied: bool | None = None):
+    """tied: override the family's tie_word_embeddings (the head is then the embedding)."""
     mx.random.seed(seed)
     mod = importlib.import_module(f"mlx_lm.models.{family}")
-    model = mod.Model(mod.ModelArgs.from_dict(CONFIGS[family]))
+    config = CONFIGS[family] if tied is None else dict(CONFIGS[family], tie_word_embeddings=tied)
+    model = mod.Model(mod.ModelArgs.from_dict(config))
     model.set_dtype(mx.float32)
     mx.eval(model.parameters())
     return model
