@@ -54,7 +54,7 @@
 #   kd9     carry .dtrain/e   two candidates from the shipped drafter on every answer file,
 #           validated on assets/prompts/val-self-3.jsonl: --distill 1 (GPU 0), 0.5 (GPU 1)
 #   kd9more resume both to the end of their schedule; bring back both logs and candidate 0
-#           (`ret8` brings back candidate 1)
+#           (`ret8` brings back candidate 1). On a one-GPU machine: CANDS=0 (only --distill 1)
 set -uo pipefail
 phase=$1
 shift
@@ -82,14 +82,15 @@ train() {  # the run's fixed settings; the caller adds the schedule
 OPEN="$RUN/open1-natural.npz $RUN/open1-train.npz $RUN/open2-natural.npz $RUN/open2-train.npz"
 SEED0=${SEED0:-1}  # the open phase seeds GPU g's openings with SEED0 + g
 LRS=(4e-4 8e-4)
+CANDS=${CANDS:-0 1}  # the candidates per_gpu runs; CANDS=0 on a one-GPU machine runs only the first
 per_gpu() {  # run "$@" once per GPU in parallel, GPU g with G=g; a one-GPU machine takes turns
   local n=$(nvidia-smi -L | wc -l) g
-  for g in 0 1; do
+  for g in $CANDS; do
     if [ "$n" -ge 2 ]; then CUDA_VISIBLE_DEVICES=$g G=$g "$@" > $RUN/gpu$g.log 2>&1 &
     else G=$g "$@" > $RUN/gpu$g.log 2>&1; fi
   done
   wait
-  for g in 0 1; do echo "--- GPU $g"; tr '\r' '\n' < $RUN/gpu$g.log | grep -v '^\(training\|generating\|features\|evaluating\):' | tail -25; done
+  for g in $CANDS; do echo "--- GPU $g"; tr '\r' '\n' < $RUN/gpu$g.log | grep -v '^\(training\|generating\|features\|evaluating\):' | tail -25; done
 }
 open_answers() {  # $1: seconds of generation
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
@@ -378,9 +379,10 @@ kd9more)  # $1: seconds this call may run
   env_on
   per_gpu candidate9 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
   mkdir -p $OUT/run
-  for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl; done
-  tar -C $RUN -cf $OUT/run/meta.tar cand0/config.json cand0/draft_vocab.npy cand1/config.json \
-    cand1/draft_vocab.npy log-cand0.jsonl log-cand1.jsonl gpu0.log gpu1.log
+  for g in $CANDS; do
+    cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl
+    tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl gpu$g.log
+  done
   split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
   ls -la $OUT/run
   ;;
