@@ -44,6 +44,8 @@ def one_prompt(pair, text: str, max_tokens: int) -> list[dict]:
     answer = list(events[-1].token_ids)
     probs = target_probs(pair, prompt + answer)
     pos, out = len(prompt), []  # pos: the staged token's position
+    dv = getattr(pair.drafter, "vocab", None)
+    vocab = set(dv.ids.tolist()) if dv is not None else None
     assert isinstance(events[0], Prefill)
     for c in (e for e in events if isinstance(e, Cycle)):
         p1 = probs[pos]  # the distribution slot 1 is drafted against
@@ -55,7 +57,8 @@ def one_prompt(pair, text: str, max_tokens: int) -> list[dict]:
             d = c.drafted[c.accepted]
             top2 = np.sort(q)[-2:]
             rec.update(miss_slot=c.accepted + 1, miss_top1=float(top2[1]), miss_top2=float(top2[0]),
-                       miss_rank=int((q > q[d]).sum()) + 1, miss_p_draft=float(q[d]))
+                       miss_rank=int((q > q[d]).sum()) + 1, miss_p_draft=float(q[d]),
+                       miss_outside_vocab=vocab is not None and int(q.argmax()) not in vocab)
         out.append(rec)
         pos += len(c.committed)
     return out
@@ -91,6 +94,8 @@ def summarise(recs: list[dict]) -> dict:
         "miss_at_slot1_draft_rank": _ranks(rank[slot1]),  # the drafter's plain next-token guess
         "miss_later_slot_draft_rank": _ranks(rank[~slot1]),  # drafted in parallel, unconditioned
         "miss_at_slot1": round(float(slot1.mean()), 4),
+        # the target's token lies outside the draft vocabulary: a miss no drafter could avoid
+        "miss_outside_draft_vocab": round(float(np.mean([r["miss_outside_vocab"] for r in misses])), 4),
         "miss_target_top1_median": round(float(np.median(m_top1)), 4),
         "miss_target_top1_below_0.5": round(float((m_top1 < 0.5).mean()), 4),
         "miss_margin_top1_top2_median": round(float(np.median(margin)), 4),
