@@ -95,10 +95,9 @@ def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights,
         # slot j+1's label x_{a+j+1} is the target's argmax at position a+j; positions past the
         # padded length are clipped (their slots are not valid)
         pos = mx.minimum(anchors[:, None] + mx.arange(labels.shape[1])[None], final.shape[1] - 1)
-        teacher = io.logits(final[rows[:, None], pos]).astype(mx.float32) / temp
-        log_t = teacher - mx.logsumexp(teacher, -1, keepdims=True)
-        log_s = logits / temp - mx.logsumexp(logits / temp, -1, keepdims=True)
-        kl = (mx.exp(log_t) * (log_t - log_s)).sum(-1) * temp**2
+        teacher = io.logits(final[rows[:, None], pos]).astype(mx.float32)
+        kl = nn.losses.kl_div_loss(nn.log_softmax(logits / temp), nn.log_softmax(teacher / temp))
+        kl = kl * temp**2
         per_slot = (1 - distill) * per_slot + distill * kl
     w = weights[None] * valid
     loss = (per_slot * w).sum() / mx.maximum(w.sum(), 1e-6)

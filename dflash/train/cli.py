@@ -210,11 +210,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parts, follow, groups, files, val_only = [], [], [], {}, []
     for prompt_file, data in zip(args.prompts + args.val_prompts, _data_paths(args) + val_data):
         ds, prompts = (Dataset.load(data) if data.exists() else None), None
+        is_val = prompt_file in args.val_prompts
         if ds is None or not (ds.meta.get("complete") or args.resume):
             prompts = prompts_of(prompt_file)
             # validation answers are few and always generated in full: a limit (or 0, "no more
             # generation") that left them out would quietly validate on nothing
-            limit = None if prompt_file in args.val_prompts else args.gen_time_limit
+            limit = None if is_val else args.gen_time_limit
             t1 = time.perf_counter()
             ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
                                time_limit=None if limit is None else max(0.0, limit - (t1 - t0)),
@@ -226,8 +227,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         # a prompt answered in several token files (e.g. with --opening) is one validation group
         file_id = files.setdefault(str(Path(prompt_file).resolve()), len(files))
         groups.append(file_id * 2**32 + ds.prompt_index.astype(np.int64))
-        val_only.append(np.full(len(ds), prompt_file in args.val_prompts))
-        if args.write_follow_ups and prompt_file not in args.val_prompts:
+        val_only.append(np.full(len(ds), is_val))
+        if args.write_follow_ups and not is_val:
             follow.extend(follow_ups(ds, prompts or prompts_of(prompt_file), tokenizer, args.seed))
     if args.write_follow_ups:
         with open(args.write_follow_ups, "w", encoding="utf-8") as f:

@@ -102,11 +102,8 @@ class Features:
     parts of S sequences: one array of n x L x F would need twice its size while concatenating.
     final=True (per batch only): (features, the target's final normed hidden states)."""
 
-    def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress,
-                 final: bool = False):
-        if cache and final:
-            raise ValueError("--distill needs the target's last layers per batch: drop --cache-features")
-        self.target, self.parts, self.S, self.final = target, None, S, final
+    def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress):
+        self.target, self.parts, self.S = target, None, S
         if cache:
             n, self.parts, bar = len(ds), [], progress_bar(len(ds), "features")
             progress(f"caching features: {n} x {L} x {len(target.tap_ids) * target.hidden_size} "
@@ -119,10 +116,10 @@ class Features:
                 bar.update(min(S, n - s))
             bar.close()
 
-    def __call__(self, seqs: np.ndarray, ids: np.ndarray) -> mx.array:
+    def __call__(self, seqs: np.ndarray, ids: np.ndarray, final: bool = False):
         if self.parts is not None:
             return mx.stack([self.parts[i // self.S][i % self.S] for i in seqs.tolist()])
-        return target_features(self.target, mx.array(ids), final=self.final)
+        return target_features(self.target, mx.array(ids), final=final)
 
 
 def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
@@ -250,14 +247,16 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     dtype = SAVE_DTYPES[cfg.dtype]
     io = FrozenIO(target, dtype)
     step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype, world)
-    features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress, final=cfg.distill > 0)
+    if cfg.distill and cfg.cache_features:
+        raise ValueError("--distill needs the target's last layers per batch: drop --cache-features")
+    features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
 
-    def batch_for(seqs, rng):
+    def batch_for(seqs, rng):  # features, the BLOCK_KEYS arrays, [the target's final hidden states]
         b = sample_blocks(ds, seqs, rng, L, B, cfg.anchors, args.mask_token_id, pad_id)
-        feats, final = features(seqs, b["ids"]), []
         if cfg.distill:
-            feats, final = feats[0], [feats[1]]
-        return [feats] + [mx.array(b[k]) for k in BLOCK_KEYS] + final
+            feats, final = features(seqs, b["ids"], final=True)
+            return [feats] + [mx.array(b[k]) for k in BLOCK_KEYS] + [final]
+        return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
 
     val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
 
@@ -270,7 +269,6 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         accepted = {}
         for seqs in val_batches[:2]:
             feats = features(seqs, pad_ids(ds, seqs, L, pad_id))  # once for all of its anchors' chunks
-            feats = feats[0] if cfg.distill else feats
             for keys, b in every_anchor(ds, seqs, L, B, S * cfg.anchors, args.mask_token_id, pad_id):
                 n = accept_fn(feats, *[mx.array(b[k]) for k in BLOCK_KEYS])
                 accepted.update(zip(keys, n.tolist()))
