@@ -60,6 +60,29 @@ def test_rows_stop_at_their_own_stop_token(setup, tmp_path):
     assert 0 < stopped < len(again)
 
 
+def test_partial_file_read_by_two_trainers(setup, tmp_path, monkeypatch):
+    """Two trainers given one partial token file and no time to generate (the GPU runs, one per
+    GPU) both read it; neither may write it (they raced on one temporary file: a crash)."""
+    _, model, tok, _ = setup
+    prompts = [("a", p) for p in ("hello there", "what is up", "x", "qrs tuv wxy")]
+    path = tmp_path / "d.npz"
+    part = T.generate_data(model, tok, prompts[:2], path, 24, 2, progress=lambda s: None)
+    part.meta["complete"] = False  # as a run stopped at its time limit leaves it
+    part.save(path)
+    before = path.read_bytes()
+
+    def refuse(self, p):
+        raise AssertionError(f"rewrote {p}")
+
+    with monkeypatch.context() as m:
+        m.setattr(T.Dataset, "save", refuse)
+        ds = T.generate_data(model, tok, prompts, path, 24, 2, time_limit=0, progress=lambda s: None)
+    assert len(ds) == 2 and not ds.meta["complete"] and path.read_bytes() == before
+    done = T.generate_data(model, tok, prompts, path, 24, 2, progress=lambda s: None)  # resumes
+    assert len(done) == 4 and T.Dataset.load(path).meta["complete"]
+    assert not list(tmp_path.glob("*.tmp.npz"))
+
+
 def check_greedy_rows(ds, pair, stop: int) -> int:
     stopped = 0
     for i in range(len(ds)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -67,7 +68,8 @@ class Dataset:
         return np.diff(self.offsets)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.stem + ".tmp.npz")
+        # a name of this process's own: two trainers that read one partial file must not share it
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
         np.savez(tmp, tokens=self.tokens, offsets=self.offsets, prompt_lens=self.prompt_lens,
                  prompt_index=self.prompt_index, categories=self.categories,
                  meta=np.array(json.dumps(self.meta)))
@@ -169,6 +171,7 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
     if opening:
         meta.update(opening=opening, temperature=temperature, seed=seed)
     done: dict[int, tuple[list[int], int]] = {}
+    old, n_new = None, 0
     if path.exists():
         old = Dataset.load(path)
         for j, i in enumerate(old.prompt_index):
@@ -179,7 +182,8 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
         idx = sorted(done)
         ds = Dataset.from_lists([done[i][0] for i in idx], [done[i][1] for i in idx], idx,
                                 [prompts[i][0] for i in idx], dict(meta, complete=complete))
-        ds.save(path)
+        if n_new or old is None or complete != old.meta.get("complete", False):  # else it is on disk
+            ds.save(path)
         return ds
 
     encoded = {i: encode_prompt(tokenizer, prompts[i][1]) for i in range(len(prompts)) if i not in done}
@@ -201,6 +205,7 @@ def generate_data(model, tokenizer, prompts: list[tuple[str, str]], path: Path,
             k = 0 if n_open is None else min(int(n_open[r]), len(answer))
             done[i] = (encoded[i] + answer, len(encoded[i]) + k)
             n_tok += len(answer)
+        n_new += len(batch)
         save(False)
         bar.update(len(batch))
         bar.set_postfix_str(f"{n_tok / (time.perf_counter() - t0):.0f} tok/s", refresh=False)
