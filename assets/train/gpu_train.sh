@@ -55,6 +55,7 @@
 #           validated on assets/prompts/val-self-3.jsonl: --distill 1 (GPU 0), 0.5 (GPU 1)
 #   kd9more resume both to the end of their schedule; bring back both logs and candidate 0
 #           (`ret8` brings back candidate 1). On a one-GPU machine: CANDS=0 (only --distill 1)
+#           The trainers' --time-limit counts from their own start: give the call >= $1 + 40 s.
 set -uo pipefail
 phase=$1
 shift
