@@ -463,6 +463,35 @@ def test_grow_layers_keeps_the_drafter_then_trains(setup, tmp_path):
     assert np.abs(zeroed).max() > 0
 
 
+def test_add_taps_keeps_the_drafter_then_trains(setup, tmp_path):
+    """--add-taps: a drafter that also reads more target layers proposes the same blocks at step 0
+    (fc's new columns are zero, the taps stay sorted), then learns to use them, saves and loads."""
+    from dflash.train.model import add_taps
+
+    _, model, tok, ds = setup
+    first = tmp_path / "first"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5), progress=lambda s: None)
+    small = load_drafter(first, dtype=mx.float32)
+    wide = add_taps(small, [3, 1])
+    assert wide.target_layer_ids == [0, 1, 2, 3] and wide.fc.weight.shape[1] == 2 * small.fc.weight.shape[1]
+    ids = mx.array(ds.seq(0)[None])
+    outs = []
+    for d in (small, wide):
+        cache = d.make_cache()
+        d.extend_context(target_features_of(Target(model, "llama", d.target_layer_ids), ids), cache)
+        outs.append(np.array(d(Target(model, "llama", []).embed(ids[:, :8]), cache)))
+    np.testing.assert_allclose(outs[1], outs[0], atol=1e-6)
+    with pytest.raises(ValueError, match="already reads"):
+        add_taps(small, [2])
+    wider = tmp_path / "wider"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(wider, steps=5, init=str(first), add_taps=[3]),
+            progress=lambda s: None)
+    again = load_drafter(wider)
+    assert again.target_layer_ids == [0, 2, 3]
+    new_cols = np.array(again.fc.weight[:, 2 * again.args.hidden_size:])  # layer 3's, trained 5 steps
+    assert np.abs(new_cols).max() > 0
+
+
 def target_features_of(target, ids):
     from dflash.train.model import target_features
     return target_features(target, ids)

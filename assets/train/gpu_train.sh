@@ -56,6 +56,14 @@
 #   kd9more resume both to the end of their schedule; bring back both logs and candidate 0
 #           (`ret8` brings back candidate 1). On a one-GPU machine: CANDS=0 (only --distill 1)
 #           The trainers' --time-limit counts from their own start: give the call >= $1 + 40 s.
+# The tenth run (nvidia-h200-x2): what the drafter sees (--add-taps)
+#   unpack9 as above (after part1, part2, convert)
+#   tap10   carry .dtrain/e   two candidates from the shipped drafter on every answer file, CE,
+#           validated on val-self-3.jsonl, reading more target layers: GPU 0 adds the last
+#           layer (29), GPU 1 adds 4,11,17,23,29 (10 taps)
+#   tap10more  resume both to their schedule's end (or the call's limit)
+#   tap10fin   resume; bench both (one per GPU); bring back logs, benches and candidate 0
+#           (`ret8` brings back candidate 1); the held-out evaluations run on the CPU here
 set -uo pipefail
 phase=$1
 shift
@@ -155,6 +163,22 @@ candidate9() {  # every answer file there; GPU g distills with weight DISTILL[g]
     --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 --distill ${DISTILL[$G]} \
     --val-prompts assets/prompts/val-self-3.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "$@"
+}
+TAPS=(29 4,11,17,23,29)
+candidate10() {  # every answer file there; GPU g's drafter also reads target layers TAPS[g]
+  local data=$DATA prompts="$PROMPTS" n taps=()
+  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
+  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  [[ " $* " == *" --init "* ]] && taps=(--add-taps ${TAPS[$G]})
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+    --val-prompts assets/prompts/val-self-3.jsonl \
+    --prompts $prompts --data $data --gen-time-limit 0 "${taps[@]}" "$@"
+}
+bench10() {
+  python3 -m dflash bench --draft $RUN/cand$G --suite all --max-tokens 128 --repeat 1 \
+    --out $OUT/run/h200-smollm2-run10-cand$G.json | tail -8
 }
 eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
@@ -383,6 +407,30 @@ kd9more)  # $1: seconds this call may run
   for g in $CANDS; do
     cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl
     tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl gpu$g.log
+  done
+  split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
+  ls -la $OUT/run
+  ;;
+tap10)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
+  env_on
+  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
+  per_gpu candidate10 --init /tmp/e --steps 0 --train-seconds "$2" \
+    --time-limit $(( $1 - $(date +%s) + T0 ))
+  ;;
+tap10more)  # $1: seconds this call may run
+  env_on
+  per_gpu candidate10 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
+  ;;
+tap10fin)  # $1: seconds of training this call may run before the benches and evaluations
+  env_on
+  per_gpu candidate10 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
+  for g in $CANDS; do
+    cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log
+  done
+  mkdir -p $OUT/run
+  per_gpu bench10
+  for g in $CANDS; do
+    tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl train$g.log
   done
   split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
   ls -la $OUT/run

@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grow-layers", type=int, default=c.grow_layers, metavar="N",
                    help="with --init DIR: deepen that drafter to N layers, each new layer a copy "
                         "of its neighbour with zeroed output projections (the same drafter at step 0)")
+    g.add_argument("--add-taps", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                   metavar="IDS", help="with --init DIR: that drafter also reads these target "
+                   "layers (comma-separated; fc gains zero columns: the same drafter at step 0)")
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")

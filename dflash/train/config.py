@@ -23,6 +23,7 @@ class TrainConfig:
     mask_token_id: Optional[int] = None  # None: choose_mask_token()
     init: str = "random"  # "target": copy the target's last layers; or a drafter directory
     grow_layers: int = 0  # > 0 with init=DIR: that drafter deepened to this many layers
+    add_taps: Optional[list[int]] = None  # with init=DIR: that drafter reading these layers too
     draft_vocab: int = 0  # > 0: ship the N most frequent answer tokens as the draft vocabulary
     max_new_tokens: int = 256
     gen_batch: int = 256

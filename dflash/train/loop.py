@@ -22,7 +22,7 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
                      position_weights, sample_blocks, walk_tau)
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
-from .model import (draft_vocab_from, drafter_args_for, grow_layers, init_from_target,
+from .model import (add_taps, draft_vocab_from, drafter_args_for, grow_layers, init_from_target,
                     target_features)
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
@@ -144,6 +144,9 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
         if cfg.grow_layers:
             drafter = grow_layers(drafter, cfg.grow_layers)
             progress(f"grown to {cfg.grow_layers} layers (the new ones start as identities)")
+        if cfg.add_taps:
+            drafter = add_taps(drafter, cfg.add_taps)
+            progress(f"reads target layers {drafter.target_layer_ids} (fc's new columns start at 0)")
         step, total, t_train = 0, cfg.steps, 0.0
     else:
         mx.random.seed(cfg.seed)

@@ -117,6 +117,25 @@ def grow_layers(drafter: Drafter, n: int) -> Drafter:
     return grown
 
 
+def add_taps(drafter: Drafter, taps: list[int]) -> Drafter:
+    """The same drafter reading more target layers: `fc` gains a zero block of columns for each new
+    tap (the taps stay sorted, so the feature layout is the engine's), so every proposal is
+    unchanged at the start and training learns what the new layers add."""
+    old = list(drafter.target_layer_ids)
+    new = sorted(set(old) | set(taps))
+    if len(new) == len(old):
+        raise ValueError(f"--add-taps {taps}: the drafter already reads layers {old}")
+    H = drafter.args.hidden_size
+    wider = Drafter(dataclasses.replace(drafter.args, target_layer_ids=new))
+    cols = [drafter.fc.weight[:, old.index(t) * H:(old.index(t) + 1) * H] if t in old
+            else mx.zeros((H, H), drafter.fc.weight.dtype) for t in new]
+    wider.update(drafter.parameters())
+    wider.fc.weight = mx.concatenate(cols, axis=1)
+    wider.set_dtype(drafter.fc.weight.dtype)
+    wider.vocab = drafter.vocab
+    return wider
+
+
 def target_features(target, ids: mx.array, final: bool = False):
     """The tapped layer outputs [S, L, n_taps*H] of a causal pass over ids [S, L] (no cache); the
     layers after the last tap and the head are skipped. final=True: every layer runs and the
