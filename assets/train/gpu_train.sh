@@ -64,6 +64,16 @@
 #   tap10more  resume both to their schedule's end (or the call's limit)
 #   tap10fin   resume; bench both (one per GPU); bring back logs, benches and candidate 0
 #           (`ret8` brings back candidate 1); the held-out evaluations run on the CPU here
+# Prompts people wrote (eleventh session, nvidia-h200-x2):
+#   share   (after part1, part2, convert) answers to assets/prompts/train-sharegpt.jsonl.xz:
+#           GPU 0 greedy, then openings seeded 2; GPU 1 openings seeded 1, then 3; token files back
+# Prepared for the next run (not run yet; nvidia-h200-x2): the same plus those answers
+#   unpack11  as unpack9, plus assets/train/smollm2-selfdistill-sharegpt.tar.xz (keep that file
+#           and train.jsonl out of the tree for part2 and convert: 64 MiB)
+#   cand11  carry .dtrain/e   two candidates from the shipped drafter on every answer file and
+#           the ShareGPT answers, validated on val-sharegpt.jsonl: CE (GPU 0), --distill 0.5 (GPU 1)
+#   cand11more  resume both; `cand11fin` resumes, benches both and brings back everything (both
+#           drafters, logs, benches: 7 files) in one call - the machine may be gone by the next
 set -uo pipefail
 phase=$1
 shift
@@ -180,8 +190,42 @@ bench10() {
   python3 -m dflash bench --draft $RUN/cand$G --suite all --max-tokens 128 --repeat 1 \
     --out $OUT/run/h200-smollm2-run10-cand$G.json | tail -8
 }
+share_answers() {  # $1: the second (date +%s) by which every generation has stopped
+  local seeds=(0 2) s left
+  [ "$G" = 1 ] && seeds=(1 3)
+  for s in "${seeds[@]}"; do
+    left=$(( $1 - $(date +%s) - 20 ))
+    [ $left -lt 20 ] && break
+    python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
+      --max-new-tokens 256 --gen-batch 1024 --prompts assets/prompts/train-sharegpt.jsonl.xz \
+      --data $RUN/share$s.npz --generate-only --gen-time-limit $left \
+      $([ $s -gt 0 ] && echo --opening 8 --opening-temp 0.8 --opening-seed $s)
+  done
+}
+EXTRA11=("" "--distill 0.5")
+candidate11() {  # every answer file there, ShareGPT's too; GPU g adds EXTRA11[g]
+  local data=$DATA prompts="$PROMPTS" n
+  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
+  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"; done
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+    --val-prompts assets/prompts/val-sharegpt.jsonl \
+    --prompts $prompts --data $data --gen-time-limit 0 ${EXTRA11[$G]} "$@"
+}
 eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
+}
+
+start_cands() {  # $1: candidate function; $2: seconds this call may run; $3: seconds of steps
+  env_on
+  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
+  per_gpu $1 --init /tmp/e --steps 0 --train-seconds "$3" --time-limit $(( $2 - $(date +%s) + T0 ))
+}
+resume_cands() {  # $1: candidate function; $2: seconds this call may run
+  env_on
+  per_gpu $1 --resume --time-limit $(( $2 - $(date +%s) + T0 ))
 }
 
 case $phase in
@@ -396,13 +440,10 @@ unpack9)
   ls -la $RUN
   ;;
 kd9)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
-  env_on
-  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
-  per_gpu candidate9 --init /tmp/e --steps 0 --train-seconds "$2" --time-limit $(( $1 - $(date +%s) + T0 ))
+  start_cands candidate9 "$1" "$2"
   ;;
 kd9more)  # $1: seconds this call may run
-  env_on
-  per_gpu candidate9 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
+  resume_cands candidate9 "$1"
   mkdir -p $OUT/run
   for g in $CANDS; do
     cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl
@@ -412,18 +453,13 @@ kd9more)  # $1: seconds this call may run
   ls -la $OUT/run
   ;;
 tap10)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
-  env_on
-  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
-  per_gpu candidate10 --init /tmp/e --steps 0 --train-seconds "$2" \
-    --time-limit $(( $1 - $(date +%s) + T0 ))
+  start_cands candidate10 "$1" "$2"
   ;;
 tap10more)  # $1: seconds this call may run
-  env_on
-  per_gpu candidate10 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
+  resume_cands candidate10 "$1"
   ;;
-tap10fin)  # $1: seconds of training this call may run before the benches and evaluations
-  env_on
-  per_gpu candidate10 --resume --time-limit $(( $1 - $(date +%s) + T0 ))
+tap10fin)  # $1: seconds of training this call may run before the benches
+  resume_cands candidate10 "$1"
   for g in $CANDS; do
     cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log
   done
@@ -433,6 +469,35 @@ tap10fin)  # $1: seconds of training this call may run before the benches and ev
     tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl train$g.log
   done
   split -b 15000000 $RUN/cand0/model.safetensors $OUT/run/cand0.safetensors.part.
+  ls -la $OUT/run
+  ;;
+share)  # $1: seconds this call may run
+  env_on
+  mkdir -p $RUN
+  per_gpu share_answers $(( T0 + $1 - 20 ))
+  tar -C $RUN -cf - $(cd $RUN && ls share*.npz) | xz -T0 -3 | split -b 15000000 - $OUT/share.tar.xz.part.
+  ls -la $RUN $OUT
+  ;;
+unpack11)
+  bash $0 unpack9 && tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz && ls -la $RUN
+  ;;
+cand11)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
+  start_cands candidate11 "$1" "$2"
+  ;;
+cand11more)  # $1: seconds this call may run
+  resume_cands candidate11 "$1"
+  ;;
+cand11fin)  # $1: seconds of training this call may run before the benches
+  resume_cands candidate11 "$1"
+  for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log; done
+  mkdir -p $OUT/run
+  per_gpu bench10
+  for g in 0 1; do
+    mv $OUT/run/h200-smollm2-run10-cand$g.json $RUN/h200-smollm2-run11-cand$g.json
+    tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl \
+      train$g.log h200-smollm2-run11-cand$g.json
+    split -b 15000000 $RUN/cand$g/model.safetensors $OUT/run/cand$g.safetensors.part.
+  done
   ls -la $OUT/run
   ;;
 ret8)

@@ -26,7 +26,7 @@ def read_prompts(path: str | Path) -> list[tuple[str, str | list[dict]]]:
     out = []
     raw = Path(path).read_bytes()
     text = (lzma.decompress(raw) if str(path).endswith(".xz") else raw).decode("utf-8")
-    for i, line in enumerate(text.splitlines()):
+    for i, line in enumerate(text.split("\n")):  # not splitlines(): U+2028 may sit inside a string
         if not line.strip():
             continue
         try:
