@@ -534,6 +534,16 @@ def test_follow_up_conversations(tmp_path):
         T.read_prompts(path)
 
 
+def test_prompt_lines_split_on_newlines_only(tmp_path):
+    """A JSONL line ends at a newline: a raw U+2028 or U+0085 inside a prompt (JSON allows them
+    unescaped; ShareGPT has them) stays in the prompt instead of splitting its line in two."""
+    text = "first part\u2028second part\u0085third"
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"category": "c", "prompt": text}, ensure_ascii=False) + "\r\n"
+                    + json.dumps({"prompt": "next"}) + "\n", encoding="utf-8")
+    assert T.read_prompts(path) == [("c", text), ("default", "next")]
+
+
 def test_rank_batches_split_each_epoch():
     ids = np.arange(100, 150)
     assert (T.rank_batch(ids, 3, 8, 0) == T.rank_batch(ids, 3, 8, 0, W=1, rank=0)).all()

