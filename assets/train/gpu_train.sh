@@ -186,9 +186,9 @@ candidate10() {  # every answer file there; GPU g's drafter also reads target la
     --val-prompts assets/prompts/val-self-3.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "${taps[@]}" "$@"
 }
-bench10() {
+bench_cand() {  # $1: run name; $2: folder of the JSON
   python3 -m dflash bench --draft $RUN/cand$G --suite all --max-tokens 128 --repeat 1 \
-    --out $OUT/run/h200-smollm2-run10-cand$G.json | tail -8
+    --out $2/h200-smollm2-$1-cand$G.json | tail -8
 }
 share_answers() {  # $1: the second (date +%s) by which every generation has stopped
   local seeds=(0 2) s left
@@ -464,7 +464,7 @@ tap10fin)  # $1: seconds of training this call may run before the benches
     cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log
   done
   mkdir -p $OUT/run
-  per_gpu bench10
+  per_gpu bench_cand run10 $OUT/run
   for g in $CANDS; do
     tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl train$g.log
   done
@@ -491,9 +491,8 @@ cand11fin)  # $1: seconds of training this call may run before the benches
   resume_cands candidate11 "$1"
   for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log; done
   mkdir -p $OUT/run
-  per_gpu bench10
+  per_gpu bench_cand run11 $RUN
   for g in 0 1; do
-    mv $OUT/run/h200-smollm2-run10-cand$g.json $RUN/h200-smollm2-run11-cand$g.json
     tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl \
       train$g.log h200-smollm2-run11-cand$g.json
     split -b 15000000 $RUN/cand$g/model.safetensors $OUT/run/cand$g.safetensors.part.
