@@ -71,7 +71,8 @@
 #   unpack11  as unpack9, plus assets/train/smollm2-selfdistill-sharegpt.tar.xz (keep that file
 #           and train.jsonl out of the tree for part2 and convert: 64 MiB)
 #   cand11  carry .dtrain/e   two candidates from the shipped drafter on every answer file and
-#           the ShareGPT answers, validated on val-sharegpt.jsonl: CE (GPU 0), --distill 0.5 (GPU 1)
+#           the ShareGPT answers, validated on val-sharegpt.jsonl, cross-entropy: the ShareGPT
+#           answers once (GPU 0, 9 % of the sequences) and three times over (GPU 1, 24 %)
 #   cand11more  resume both; `cand11fin` resumes, benches both and brings back everything (both
 #           drafters, logs, benches: 7 files) in one call - the machine may be gone by the next
 set -uo pipefail
@@ -202,17 +203,19 @@ share_answers() {  # $1: the second (date +%s) by which every generation has sto
       $([ $s -gt 0 ] && echo --opening 8 --opening-temp 0.8 --opening-seed $s)
   done
 }
-EXTRA11=("" "--distill 0.5")
-candidate11() {  # every answer file there, ShareGPT's too; GPU g adds EXTRA11[g]
-  local data=$DATA prompts="$PROMPTS" n
+SHAREW=(1 3)
+candidate11() {  # every answer file there, ShareGPT's SHAREW[g] times over on GPU g
+  local data=$DATA prompts="$PROMPTS" n r
   for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
   for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
-  for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"; done
+  for r in $(seq ${SHAREW[$G]}); do
+    for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"; done
+  done
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
     --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
     --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
     --val-prompts assets/prompts/val-sharegpt.jsonl \
-    --prompts $prompts --data $data --gen-time-limit 0 ${EXTRA11[$G]} "$@"
+    --prompts $prompts --data $data --gen-time-limit 0 "$@"
 }
 eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
