@@ -73,8 +73,10 @@
 #   cand11  carry .dtrain/e   two candidates from the shipped drafter on every answer file and
 #           the ShareGPT answers, validated on val-sharegpt.jsonl, cross-entropy: the ShareGPT
 #           answers once (GPU 0, 9 % of the sequences) and three times over (GPU 1, 24 %)
-#   cand11more  resume both; `cand11fin` resumes, benches both and brings back everything (both
-#           drafters, logs, benches: 7 files) in one call - the machine may be gone by the next
+#   cand11more  resume both, then bring back both drafters and logs (7 files); `cand11fin`
+#           resumes, benches both and brings back everything again. Run 2026-12-01 (twelfth
+#           session), when cand11more did not yet bring anything back: the two-GPU kind was
+#           withdrawn between cand11more and cand11fin and both drafters were lost with the machine
 set -uo pipefail
 phase=$1
 shift
@@ -221,6 +223,17 @@ eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
 }
 
+bring_back() {  # both candidates' drafters, logs and any benches, as they are now: 7 files
+  local g b
+  rm -rf $OUT/run && mkdir -p $OUT/run
+  for g in 0 1; do
+    cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log
+    b=$(cd $RUN && ls h200-smollm2-run11-cand$g.json 2>/dev/null)
+    tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl train$g.log $b
+    split -b 15000000 $RUN/cand$g/model.safetensors $OUT/run/cand$g.safetensors.part.
+  done
+  ls -la $OUT/run
+}
 start_cands() {  # $1: candidate function; $2: seconds this call may run; $3: seconds of steps
   env_on
   mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
@@ -487,20 +500,14 @@ unpack11)
 cand11)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
   start_cands candidate11 "$1" "$2"
   ;;
-cand11more)  # $1: seconds this call may run
+cand11more)  # $1: seconds this call may run; brings both drafters back (the machine may not stay)
   resume_cands candidate11 "$1"
+  bring_back
   ;;
 cand11fin)  # $1: seconds of training this call may run before the benches
   resume_cands candidate11 "$1"
-  for g in 0 1; do cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log; done
-  mkdir -p $OUT/run
   per_gpu bench_cand run11 $RUN
-  for g in 0 1; do
-    tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl \
-      train$g.log h200-smollm2-run11-cand$g.json
-    split -b 15000000 $RUN/cand$g/model.safetensors $OUT/run/cand$g.safetensors.part.
-  done
-  ls -la $OUT/run
+  bring_back
   ;;
 ret8)
   mkdir -p $OUT/run && split -b 15000000 /tmp/run/cand1/model.safetensors $OUT/run/cand1.safetensors.part.
