@@ -509,6 +509,27 @@ cand11fin)  # $1: seconds of training this call may run before the benches
   per_gpu bench_cand run11 $RUN
   bring_back
   ;;
+short11)  # carry .dtrain/e .dtrain/s (after part1, part2, convert; one GPU): $1: seconds this
+  # call may run; $2: seconds of steps. The second candidate's data without the older answer
+  # files (no room to carry them with the drafter): self-written prompts + ShareGPT x 3
+  env_on
+  mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/
+  tar -C $RUN -xJf .dtrain/s/smollm2-selfdistill-self.tar.xz
+  tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz
+  data="$RUN/self0.npz $RUN/self1.npz" prompts="$RUN/self0.jsonl.xz $RUN/self1.jsonl.xz"
+  for r in 1 2 3; do for n in 0 1 2 3; do
+    data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"
+  done; done
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/short \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+    --val-prompts assets/prompts/val-sharegpt.jsonl --prompts $prompts --data $data \
+    --gen-time-limit 0 --init /tmp/e --steps 0 --train-seconds "$2" \
+    --time-limit $(( $1 - $(date +%s) + T0 - 15 )) 2>&1 | quiet | tail -20
+  mkdir -p $OUT/run && cp $RUN/short/config.json $RUN/short/draft_vocab.npy $RUN/short/train_log.jsonl $OUT/run/
+  split -b 15000000 $RUN/short/model.safetensors $OUT/run/model.safetensors.part.
+  ls -la $OUT/run
+  ;;
 ret8)
   mkdir -p $OUT/run && split -b 15000000 /tmp/run/cand1/model.safetensors $OUT/run/cand1.safetensors.part.
   ;;
