@@ -77,6 +77,8 @@
 #           resumes, benches both and brings back everything again. Run 2026-12-01 (twelfth
 #           session), when cand11more did not yet bring anything back: the two-GPU kind was
 #           withdrawn between cand11more and cand11fin and both drafters were lost with the machine
+#   short11 carry .dtrain/e .dtrain/s (one H200, after part1, part2, convert): the shipped drafter
+#           on the self-written + ShareGPT x 3 answers for one call; brings the drafter back
 set -uo pipefail
 phase=$1
 shift
