@@ -225,10 +225,10 @@ eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
 }
 
-bring_back() {  # both candidates' drafters, logs and any benches, as they are now: 7 files
+bring_back() {  # the candidates' drafters, logs and any benches, as they are now: 7 files for two
   local g b
   rm -rf $OUT/run && mkdir -p $OUT/run
-  for g in 0 1; do
+  for g in $CANDS; do
     cp $RUN/cand$g/train_log.jsonl $RUN/log-cand$g.jsonl && cp $RUN/gpu$g.log $RUN/train$g.log
     b=$(cd $RUN && ls h200-smollm2-run11-cand$g.json 2>/dev/null)
     tar -C $RUN -rf $OUT/run/meta.tar cand$g/config.json cand$g/draft_vocab.npy log-cand$g.jsonl train$g.log $b
