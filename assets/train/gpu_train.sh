@@ -79,6 +79,12 @@
 #           withdrawn between cand11more and cand11fin and both drafters were lost with the machine
 #   short11 carry .dtrain/e .dtrain/s (one H200, after part1, part2, convert): the shipped drafter
 #           on the self-written + ShareGPT x 3 answers for one call; brings the drafter back
+#   The three-times-over candidate again (thirteenth session, one H200; cand11 now brings back too):
+#           part1, part2, convert, unpack11, then `CANDS=1 cand11 530 950` (stopped at step 3,758;
+#           the machine then went back), and on a fresh one part1..unpack11 and
+#           `INIT=.dtrain/e2 CANDS=1 cand11 530 455 --lr 6.2e-4` (.dtrain/e2: the drafter the first
+#           call brought back; a new schedule from the lr it had reached); then
+#           `DRAFT=/tmp/run/cand1 bench --suite all --max-tokens 128 --repeat 1 --out ...`
 set -uo pipefail
 phase=$1
 shift
@@ -238,8 +244,8 @@ bring_back() {  # the candidates' drafters, logs and any benches, as they are no
 }
 start_cands() {  # $1: candidate function; $2: seconds this call may run; $3: seconds of steps
   env_on
-  mkdir -p /tmp/e && cp .dtrain/e/* /tmp/e/
-  per_gpu $1 --init /tmp/e --steps 0 --train-seconds "$3" --time-limit $(( $2 - $(date +%s) + T0 ))
+  mkdir -p /tmp/e && cp ${INIT:-.dtrain/e}/* /tmp/e/  # INIT: another drafter to start from
+  per_gpu $1 --init /tmp/e --steps 0 --train-seconds "$3" --time-limit $(( $2 - $(date +%s) + T0 )) "${@:4}"
 }
 resume_cands() {  # $1: candidate function; $2: seconds this call may run
   env_on
@@ -500,7 +506,8 @@ unpack11)
   bash $0 unpack9 && tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz && ls -la $RUN
   ;;
 cand11)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
-  start_cands candidate11 "$1" "$2"
+  start_cands candidate11 "$1" "$2" "${@:3}"  # more: trainer flags (the last one wins)
+  bring_back
   ;;
 cand11more)  # $1: seconds this call may run; brings both drafters back (the machine may not stay)
   resume_cands candidate11 "$1"
