@@ -85,6 +85,7 @@
 #           `INIT=.dtrain/e2 CANDS=1 cand11 530 455 --lr 6.2e-4` (.dtrain/e2: the drafter the first
 #           call brought back; a new schedule from the lr it had reached); then
 #           `DRAFT=/tmp/run/cand1 bench --suite all --max-tokens 128 --repeat 1 --out ...`
+#   pair13  carry .dtrain/e (after part1, part2, convert): two trainers side by side on one GPU
 set -uo pipefail
 phase=$1
 shift
@@ -113,10 +114,12 @@ OPEN="$RUN/open1-natural.npz $RUN/open1-train.npz $RUN/open2-natural.npz $RUN/op
 SEED0=${SEED0:-1}  # the open phase seeds GPU g's openings with SEED0 + g
 LRS=(4e-4 8e-4)
 CANDS=${CANDS:-0 1}  # the candidates per_gpu runs; CANDS=0 on a one-GPU machine runs only the first
+# SHARE_GPU=1: on a one-GPU machine run the candidates side by side on it, not in turn
 per_gpu() {  # run "$@" once per GPU in parallel, GPU g with G=g; a one-GPU machine takes turns
   local n=$(nvidia-smi -L | wc -l) g
   for g in $CANDS; do
     if [ "$n" -ge 2 ]; then CUDA_VISIBLE_DEVICES=$g G=$g "$@" > $RUN/gpu$g.log 2>&1 &
+    elif [ -n "${SHARE_GPU:-}" ]; then G=$g "$@" > $RUN/gpu$g.log 2>&1 &  # both on the one GPU
     else G=$g "$@" > $RUN/gpu$g.log 2>&1; fi
   done
   wait
@@ -538,6 +541,23 @@ short11)  # carry .dtrain/e .dtrain/s (after part1, part2, convert; one GPU): $1
   mkdir -p $OUT/run && cp $RUN/short/config.json $RUN/short/draft_vocab.npy $RUN/short/train_log.jsonl $OUT/run/
   split -b 15000000 $RUN/short/model.safetensors $OUT/run/model.safetensors.part.
   ls -la $OUT/run
+  ;;
+pair13)  # carry .dtrain/e (after part1, part2, convert; one GPU): do two trainers share one H200
+  # at full speed? Two short runs side by side on the ShareGPT answers (the step costs the same
+  # whatever the data); compare their ms/step with one alone (92-101 ms in the eleventh run)
+  env_on
+  mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/
+  tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz
+  pair() {
+    python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/pair$G \
+      --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+      --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 --seed $G \
+      --prompts $(for n in 0 1 2 3; do echo assets/prompts/train-sharegpt.jsonl.xz; done) \
+      --data $RUN/share0.npz $RUN/share1.npz $RUN/share2.npz $RUN/share3.npz \
+      --gen-time-limit 0 --init /tmp/e --steps 0 --train-seconds "$1" --time-limit "$2"
+  }
+  SHARE_GPU=1 per_gpu pair "$1" "$2"
+  for g in $CANDS; do grep -h '"step"' $RUN/pair$g/train_log.jsonl | tail -3 | cut -c1-160; done
   ;;
 ret8)
   mkdir -p $OUT/run && split -b 15000000 /tmp/run/cand1/model.safetensors $OUT/run/cand1.safetensors.part.
