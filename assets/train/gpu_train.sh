@@ -160,6 +160,17 @@ dp_train() {  # one process per GPU, one drafter trained data-parallel, on every
   for g in 0 1; do echo "--- rank $g"; tr '\r' '\n' < $RUN/dp$g.log | grep -v '^\(training\|features\|evaluating\):' | tail -20; done
 }
 
+every_answer() {  # the caller's data / prompts: every answer file there, with its prompt files
+  local n
+  data=$DATA prompts="$PROMPTS"
+  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
+  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+}
+cand_train() {  # $1: the drafter's run folder; the candidates' fixed settings, then "${@:2}"
+  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out "$1" \
+    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
+    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 "${@:2}"
+}
 self_answers() {  # $1: seconds of generation (writing the prompts included); $2: prompts
   python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
     --max-new-tokens 256 --gen-batch 1024 --write-self-prompts $RUN/self$G.jsonl.xz \
@@ -167,36 +178,27 @@ self_answers() {  # $1: seconds of generation (writing the prompts included); $2
     --data $RUN/self$G.npz --generate-only --gen-time-limit "$1"
 }
 candidate8() {  # every answer file there; GPU 1 deepens its drafter to 8 layers
-  local data=$DATA prompts="$PROMPTS" n grow=()
-  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
-  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  local data prompts grow=()
+  every_answer
   [ "$G" = 1 ] && grow=(--grow-layers 8)
   [ -n "${STEPS:-}" ] && grow+=(--steps $(echo $STEPS | cut -d, -f$((G + 1))))  # STEPS=a,b: new ends
-  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
-    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
-    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+  cand_train $RUN/cand$G \
     --prompts $prompts --data $data --gen-time-limit 0 "${grow[@]}" "$@"
 }
 DISTILL=(1.0 0.5)
 candidate9() {  # every answer file there; GPU g distills with weight DISTILL[g]
-  local data=$DATA prompts="$PROMPTS" n
-  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
-  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
-  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
-    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
-    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 --distill ${DISTILL[$G]} \
+  local data prompts
+  every_answer
+  cand_train $RUN/cand$G --distill ${DISTILL[$G]} \
     --val-prompts assets/prompts/val-self-3.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "$@"
 }
 TAPS=(29 4,11,17,23,29)
 candidate10() {  # every answer file there; GPU g's drafter also reads target layers TAPS[g]
-  local data=$DATA prompts="$PROMPTS" n taps=()
-  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
-  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  local data prompts taps=()
+  every_answer
   [[ " $* " == *" --init "* ]] && taps=(--add-taps ${TAPS[$G]})
-  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
-    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
-    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+  cand_train $RUN/cand$G \
     --val-prompts assets/prompts/val-self-3.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "${taps[@]}" "$@"
 }
@@ -218,15 +220,12 @@ share_answers() {  # $1: the second (date +%s) by which every generation has sto
 }
 SHAREW=(1 3)
 candidate11() {  # every answer file there, ShareGPT's SHAREW[g] times over on GPU g
-  local data=$DATA prompts="$PROMPTS" n r
-  for n in 1 2 3 4; do data="$data $RUN/open$n-natural.npz $RUN/open$n-train.npz" prompts="$prompts $PROMPTS"; done
-  for n in 0 1; do data="$data $RUN/self$n.npz" prompts="$prompts $RUN/self$n.jsonl.xz"; done
+  local data prompts n r
+  every_answer
   for r in $(seq ${SHAREW[$G]}); do
     for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"; done
   done
-  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/cand$G \
-    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
-    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+  cand_train $RUN/cand$G \
     --val-prompts assets/prompts/val-sharegpt.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "$@"
 }
@@ -532,9 +531,7 @@ short11)  # carry .dtrain/e .dtrain/s (after part1, part2, convert; one GPU): $1
   for r in 1 2 3; do for n in 0 1 2 3; do
     data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"
   done; done
-  python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/short \
-    --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
-    --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 \
+  cand_train $RUN/short \
     --val-prompts assets/prompts/val-sharegpt.jsonl --prompts $prompts --data $data \
     --gen-time-limit 0 --init /tmp/e --steps 0 --train-seconds "$2" \
     --time-limit $(( $1 - $(date +%s) + T0 - 15 )) 2>&1 | quiet | tail -20
@@ -549,9 +546,7 @@ pair13)  # carry .dtrain/e (after part1, part2, convert; one GPU): do two traine
   mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/
   tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz
   pair() {
-    python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN/pair$G \
-      --target-dtype float32 --seq-len 320 --batch-seqs 32 --anchors 32 --dtype bfloat16 \
-      --save-every 1000 --log-every 100 --lr 8e-4 --draft-vocab 16384 --seed $G \
+    cand_train $RUN/pair$G --seed $G \
       --prompts $(for n in 0 1 2 3; do echo assets/prompts/train-sharegpt.jsonl.xz; done) \
       --data $RUN/share0.npz $RUN/share1.npz $RUN/share2.npz $RUN/share3.npz \
       --gen-time-limit 0 --init /tmp/e --steps 0 --train-seconds "$1" --time-limit "$2"
