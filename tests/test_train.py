@@ -609,3 +609,69 @@ def test_data_parallel_over_two_processes(setup, tmp_path):
             progress=lambda s: None)
     a, b = (mx.load(str(d / T.CKPT_DIR / "weights.safetensors")) for d in (out, alone))
     assert any(not np.allclose(np.array(a[k]), np.array(b[k])) for k in a)
+
+
+def test_layer_forward_is_the_engines_layer_plus_dropout(setup):
+    """--dropout's training forward must be the engine's DecoderLayer with drops added: p = 0 is
+    the layer itself, and with the drops made identity it computes the same sums."""
+    from dflash.train import blocks
+
+    drafter = Drafter(T.drafter_args_for(Target(setup[1], "llama", [0, 2]), setup[2], cfg_for("x")))
+    drafter.set_dtype(mx.float32)
+    layer, H = drafter.layers[0], drafter.args.hidden_size
+    mx.random.seed(3)
+    h, ctx = mx.random.normal((2, 8, H)), mx.random.normal((1, 5, H))
+    k, v = layer.self_attn.kv(ctx, 0)
+    k, v, offset = mx.repeat(k, 2, 0), mx.repeat(v, 2, 0), mx.array([5, 3])
+    mask = mx.concatenate([mx.arange(5)[None] < offset[:, None], mx.ones((2, 8), mx.bool_)], 1)
+    mask = mask[:, None, None, :]
+    ref = layer(h, k, v, offset, mask)
+    assert mx.array_equal(blocks.layer_forward(layer, h, k, v, offset, mask, 0.0), ref)
+    dropped = blocks.layer_forward(layer, h, k, v, offset, mask, 0.5)
+    assert not mx.allclose(dropped, ref, atol=1e-3)
+    orig = blocks.dropout
+    try:
+        blocks.dropout = lambda x, p: x
+        assert mx.allclose(blocks.layer_forward(layer, h, k, v, offset, mask, 0.5), ref, atol=1e-6)
+    finally:
+        blocks.dropout = orig
+    kept = np.array(blocks.dropout(mx.ones((200, 200)), 0.25))
+    assert set(np.unique(kept)) == {0.0, np.float32(1 / 0.75)}
+    assert abs((kept == 0).mean() - 0.25) < 0.02
+
+
+def test_compiled_steps_draw_new_dropout_masks_and_validation_none(setup):
+    """With --dropout the compiled step draws fresh masks every call (the random state is part of
+    its state), and validation's loss is the drafter's own, the same every call."""
+    import mlx.optimizers as optim
+
+    from dflash.train.loop import _step_functions
+
+    _, model, tok, ds = setup
+    target = Target(model, "llama", [0, 2])
+    cfg = cfg_for("x", dropout=0.3, compile=True)
+    drafter = Drafter(T.drafter_args_for(target, tok, cfg))
+    drafter.set_dtype(mx.float32)
+    opt = optim.AdamW(learning_rate=0.0, weight_decay=0.0)
+    opt.init(drafter.trainable_parameters())
+    step_fn, eval_fn, _, _ = _step_functions(drafter, opt, T.FrozenIO(target), cfg, mx.float32)
+    b = T.sample_blocks(ds, np.arange(4), np.random.default_rng(0), 64, 8, 4, VOCAB - 1, 0)
+    batch = [T.target_features(target, mx.array(b["ids"]))] + [mx.array(b[k]) for k in T.BLOCK_KEYS]
+    plain, _ = T.block_loss(drafter, T.FrozenIO(target), *batch, weights=T.position_weights(8, 7.0))
+    evals = [eval_fn(*batch)[0].item() for _ in range(2)]
+    assert evals[0] == evals[1] == pytest.approx(plain.item(), rel=1e-5)
+    steps = [step_fn(*batch)[0].item() for _ in range(3)]  # lr 0: the weights stay
+    assert len(set(steps)) == 3 and all(s != pytest.approx(plain.item(), rel=1e-4) for s in steps)
+
+
+def test_train_with_dropout(setup, tmp_path):
+    _, model, tok, ds = setup
+    out = tmp_path / "drop"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=20, dropout=0.1, compile=True),
+            progress=lambda s: None)
+    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines()]
+    train_losses = [r["loss"] for r in log if "split" not in r]
+    assert train_losses[-1] < train_losses[0] and json.loads((out / T.CKPT_DIR / "state.json").read_text())["config"]["dropout"] == 0.1
+    with pytest.raises(SystemExit) as e:
+        T.main(["--out", str(tmp_path / "bad"), "--dropout", "1"])
+    assert e.value.code == 2 and not (tmp_path / "bad").exists()

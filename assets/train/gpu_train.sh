@@ -86,6 +86,9 @@
 #           call brought back; a new schedule from the lr it had reached); then
 #           `DRAFT=/tmp/run/cand1 bench --suite all --max-tokens 128 --repeat 1 --out ...`
 #   pair13  carry .dtrain/e (after part1, part2, convert): two trainers side by side on one GPU
+#   Dropout (fourteenth session, one H200): candidate B's data and settings plus `--dropout 0.1`
+#           on the drafter's residual branches: part1..unpack11, `CANDS=1 cand11 530 SECS --dropout
+#           0.1`, `CANDS=1 cand11more 530 --dropout 0.1`, then the bench as above
 set -uo pipefail
 phase=$1
 shift
@@ -249,9 +252,9 @@ start_cands() {  # $1: candidate function; $2: seconds this call may run; $3: se
   mkdir -p /tmp/e && cp ${INIT:-.dtrain/e}/* /tmp/e/  # INIT: another drafter to start from
   per_gpu $1 --init /tmp/e --steps 0 --train-seconds "$3" --time-limit $(( $2 - $(date +%s) + T0 )) "${@:4}"
 }
-resume_cands() {  # $1: candidate function; $2: seconds this call may run
+resume_cands() {  # $1: candidate function; $2: seconds this call may run; more: trainer flags
   env_on
-  per_gpu $1 --resume --time-limit $(( $2 - $(date +%s) + T0 ))
+  per_gpu $1 --resume --time-limit $(( $2 - $(date +%s) + T0 )) "${@:3}"
 }
 
 case $phase in
@@ -511,8 +514,9 @@ cand11)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of traini
   start_cands candidate11 "$1" "$2" "${@:3}"  # more: trainer flags (the last one wins)
   bring_back
   ;;
-cand11more)  # $1: seconds this call may run; brings both drafters back (the machine may not stay)
-  resume_cands candidate11 "$1"
+cand11more)  # $1: seconds this call may run; brings both drafters back (the machine may not stay);
+  # more: trainer flags, as given to cand11 (a resumed run takes its settings from the command)
+  resume_cands candidate11 "$1" "${@:2}"
   bring_back
   ;;
 cand11fin)  # $1: seconds of training this call may run before the benches

@@ -65,10 +65,25 @@ class FrozenIO:
         return h @ self.head_w.T
 
 
+def dropout(x: mx.array, p: float) -> mx.array:
+    keep = mx.random.bernoulli(1 - p, x.shape)
+    return mx.where(keep, x / (1 - p), mx.zeros_like(x))
+
+
+def layer_forward(layer, h, k, v, offset, mask, p: float = 0.0):
+    """`DecoderLayer.__call__` with dropout p on its attention and MLP branches (p = 0: the layer
+    itself). A regulariser for training only: the drafter in the engine never drops anything."""
+    if not p:
+        return layer(h, k, v, offset, mask)
+    h = h + dropout(layer.self_attn(layer.input_layernorm(h), k, v, offset, mask), p)
+    return h + dropout(layer.mlp(layer.post_attention_layernorm(h)), p)
+
+
 def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.array,
-                    anchors: mx.array, rows: mx.array) -> mx.array:
+                    anchors: mx.array, rows: mx.array, p: float = 0.0) -> mx.array:
     """Block hidden states [R, B, H]: row r is a block at position anchors[r] of sequence rows[r],
-    seeing that sequence's context at positions < anchors[r] (as the engine's cache would)."""
+    seeing that sequence's context at positions < anchors[r] (as the engine's cache would);
+    with dropout p on the layers' residual branches."""
     L = feats.shape[1]
     ctx = drafter.project(feats)
     h = io.embed(block).astype(drafter.fc.weight.dtype)
@@ -77,18 +92,19 @@ def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.a
     mask = mask[:, None, None, :]
     for layer in drafter.layers:
         k, v = layer.self_attn.kv(ctx, 0)
-        h = layer(h, k[rows], v[rows], anchors, mask)
+        h = layer_forward(layer, h, k[rows], v[rows], anchors, mask, p)
     return drafter.norm(h)
 
 
 def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights, final=None,
-               distill: float = 0.0, temp: float = 1.0):
-    """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums.
+               distill: float = 0.0, temp: float = 1.0, p: float = 0.0):
+    """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums;
+    p: dropout in the drafter's layers (training steps; validation passes none).
 
     With the target's final hidden states `final` [S, L, H] and distill > 0 each slot's loss is
     (1 - distill) * CE + distill * KL(target || drafter) at temperature `temp`: the target's whole
     next-token distribution at the slot's position, not only its argmax (the label)."""
-    h = drafter_forward(drafter, io, feats, block, anchors, rows)
+    h = drafter_forward(drafter, io, feats, block, anchors, rows, p)
     logits = io.logits(h[:, 1:]).astype(mx.float32)
     per_slot = nn.losses.cross_entropy(logits, labels, reduction="none")
     if final is not None and distill > 0:

@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "then runs all its layers per batch; not with --cache-features)")
     t.add_argument("--distill-temp", type=float, default=c.distill_temp,
                    help="temperature of both distributions in the KL term")
+    t.add_argument("--dropout", type=float, default=c.dropout, metavar="P",
+                   help="dropout on the attention and MLP branches of the drafter's layers in "
+                        "training steps (a regulariser; validation and the engine drop nothing)")
     t.add_argument("--val-frac", type=float, default=c.val_frac)
     t.add_argument("--seed", type=int, default=c.seed)
     t.add_argument("--save-every", type=int, default=c.save_every)
@@ -181,7 +184,10 @@ def _data_paths(args) -> list[Path]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     t_main = time.perf_counter()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 <= args.dropout < 1:
+        parser.error(f"--dropout {args.dropout}: a probability in [0, 1)")
     say = lambda s: print(s, file=sys.stderr, flush=True)
     if args.eval is not None:
         return _run_eval(args, say)

@@ -41,6 +41,7 @@ class TrainConfig:
     gamma: float = 7.0
     distill: float = 0.0  # weight of KL(target || drafter) in each slot's loss; 0: CE only
     distill_temp: float = 1.0
+    dropout: float = 0.0  # on each residual branch of the drafter's layers, in training steps only
     val_frac: float = 0.02
     seed: int = 0
     save_every: int = 500

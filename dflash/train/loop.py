@@ -173,13 +173,14 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
         work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
     weights = position_weights(master.block_size, cfg.gamma)
 
-    def loss_of(model, *batch):  # batch: features, the BLOCK_KEYS arrays, [final hidden states]
+    def loss_of(model, *batch, p=0.0):  # batch: features, BLOCK_KEYS arrays, [final hidden states]
         final = batch[1 + len(BLOCK_KEYS)] if cfg.distill else None
         return block_loss(model, io, *batch[: 1 + len(BLOCK_KEYS)], weights=weights, final=final,
-                          distill=cfg.distill, temp=cfg.distill_temp)
+                          distill=cfg.distill, temp=cfg.distill_temp, p=p)
 
-    loss_and_grad = nn.value_and_grad(work, loss_of)
-    state = [master.state, opt.state] + ([work.state] if work is not master else [])
+    loss_and_grad = nn.value_and_grad(work, lambda model, *batch: loss_of(model, *batch, p=cfg.dropout))
+    # the random state too: a compiled step must draw new dropout masks each call
+    state = [master.state, opt.state, mx.random.state] + ([work.state] if work is not master else [])
 
     def step_fn(*batch):
         (loss, aux), grads = loss_and_grad(work, *batch)
@@ -239,7 +240,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
     n_params = sum(v.size for _, v in tree_flatten(drafter.parameters()))
     loss_desc = (f"{1 - cfg.distill:g} CE + {cfg.distill:g} KL at T {cfg.distill_temp:g}"
-                 if cfg.distill else "CE")
+                 if cfg.distill else "CE") + (f", dropout {cfg.dropout:g}" if cfg.dropout else "")
     progress(f"drafter: {args.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
              f"{args.target_layer_ids}, mask id {args.mask_token_id}, block {B}; data: "
              f"{len(train_ids)} train / {len(val_ids)} val sequences, "
