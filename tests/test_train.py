@@ -258,6 +258,10 @@ def test_evaluate_and_cli_eval(setup, tmp_path):
                      progress=lambda s: None)
     assert set(res["categories"]) == {"chat", "code"}
     assert res["overall"]["identical"] == 3 and res["overall"]["tau"] >= 1
+    assert [r["category"] for r in res["per_prompt"]] == ["chat", "code", "code"]
+    code = res["categories"]["code"]
+    assert sum(r["cycles"] for r in res["per_prompt"][1:]) == code["cycles"]
+    assert 1 + sum(r["accepted"] for r in res["per_prompt"][1:]) / code["cycles"] == code["tau"]
     assert "tau" in T.format_eval(res)
 
 

@@ -13,8 +13,8 @@ from .progress import progress_bar
 def evaluate(pair, prompts: list[tuple[str, str]], max_tokens: int,
              progress: Callable[[str], None] = print) -> dict:
     """Greedy DFlash vs target-only on each prompt: tau per category (committed tokens / verify
-    cycles, pooled over the category's prompts), identity of the outputs, and the drafter's cost
-    per cycle relative to one target decode step."""
+    cycles, pooled over the category's prompts), identity of the outputs, the drafter's cost
+    per cycle relative to one target decode step, and each prompt's counts."""
     from ..config import GenerationConfig
     from ..engine import stream
     from ..load import encode_prompt
@@ -60,7 +60,10 @@ def evaluate(pair, prompts: list[tuple[str, str]], max_tokens: int,
                                                   for c in cats},
             "draft_s_per_cycle": draft_per_cycle, "verify_s_per_cycle": verify_per_cycle,
             "target_step_s": step, "draft_cost_vs_target_step": draft_per_cycle / step if step else None,
-            "verify_cost_vs_target_step": verify_per_cycle / step if step else None}
+            "verify_cost_vs_target_step": verify_per_cycle / step if step else None,
+            # each prompt's own numbers, in prompt order: two drafters compare prompt by prompt
+            "per_prompt": [{k: r[k] for k in ("category", "cycles", "accepted", "tokens", "identical")}
+                           for r in rows]}
 
 
 def format_eval(res: dict) -> str:
