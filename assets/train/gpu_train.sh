@@ -221,16 +221,17 @@ share_answers() {  # $1: the second (date +%s) by which every generation has sto
       $([ $s -gt 0 ] && echo --opening 8 --opening-temp 0.8 --opening-seed $s)
   done
 }
-SHAREW=(1 3)
+SHAREW=(${SHAREW:-1 3})  # SHAREW="3 3": both GPUs read the ShareGPT answers three times over
 candidate11() {  # every answer file there, ShareGPT's SHAREW[g] times over on GPU g
-  local data prompts n r
+  local data prompts n r drop=()
+  [ -n "${DROPS:-}" ] && drop=(--dropout $(echo $DROPS | cut -d, -f$((G + 1))))  # DROPS=a,b: per GPU
   every_answer
   for r in $(seq ${SHAREW[$G]}); do
     for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"; done
   done
   cand_train $RUN/cand$G \
     --val-prompts assets/prompts/val-sharegpt.jsonl \
-    --prompts $prompts --data $data --gen-time-limit 0 "$@"
+    --prompts $prompts --data $data --gen-time-limit 0 "${drop[@]}" "$@"
 }
 eval8() {
   python3 -m dflash.train --eval --out $RUN/eval$G --draft $RUN/cand$G && cp $RUN/eval$G/eval.json $RUN/eval-cand$G.json
@@ -519,8 +520,8 @@ cand11more)  # $1: seconds this call may run; brings both drafters back (the mac
   resume_cands candidate11 "$1" "${@:2}"
   bring_back
   ;;
-cand11fin)  # $1: seconds of training this call may run before the benches
-  resume_cands candidate11 "$1"
+cand11fin)  # $1: seconds of training this call may run before the benches; more: trainer flags
+  resume_cands candidate11 "$1" "${@:2}"
   per_gpu bench_cand run11 $RUN
   bring_back
   ;;
