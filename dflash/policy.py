@@ -7,6 +7,7 @@ E[tokens | k] / (t_verify(k) + t_draft). When no k beats a plain target step, a 
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 NOISE = 1.05  # DFlash must beat target-only by this factor, or target-only runs
@@ -96,10 +97,12 @@ class Planner:
 
     k = 1 means a plain target step (nothing drafted). A full block is drafted now and then
     anyway (a probe), so the acceptance profile stays observed while plain steps win; while
-    probes keep losing, they come at doubling intervals (8, 16, ... 64 cycles), so a drafter
-    that does not pay costs a few percent at most. Acceptance counts fade by `decay` per cycle:
-    an answer's opening tokens are often harder to draft than its body, and the estimate must
-    follow that.
+    probes keep losing, they come at doubling intervals (8, 16, ... 64 cycles) and never closer
+    than their extra cost over a plain step (in steps) / (NOISE - 1) cycles, so a drafter that
+    does not pay costs at most the NOISE margin (a 16-token probe cost ~3 plain steps on the AMD
+    CPU host and ~10 on an Intel one, where doubling alone spent ~20 %). Acceptance counts fade
+    by `decay` per cycle: an answer's opening tokens are often harder to draft than its body,
+    and the estimate must follow that.
     """
 
     def __init__(self, costs: dict, block_size: int, probe_every: int = 8, max_interval: int = 64,
@@ -110,6 +113,10 @@ class Planner:
         self.accepted = [0.0] * (block_size - 1)
         self.offered = [0.0] * (block_size - 1)
         self.cycles, self.probe_at, self.choice = 0, 0, None
+        draft = costs["draft_ms"]
+        probe_ms = costs["verify_ms"][block_size] + (draft[block_size] if isinstance(draft, dict) else draft)
+        # a losing probe still commits one token: its extra cost is probe - step
+        self.min_gap = math.ceil((probe_ms / costs["step_ms"] - 1) / (NOISE - 1))
 
     def per_position(self) -> list[float]:
         """P(first i drafts accepted), i = 1..B-1, from per-position conditional rates."""
@@ -131,5 +138,6 @@ class Planner:
         self.choice = choose_verify_length(self.per_position(), self.costs["verify_ms"],
                                            self.costs["draft_ms"], self.costs["step_ms"])
         if probe:
-            self.interval = self.base if self.choice else min(2 * self.interval, self.max_interval)
+            self.interval = (self.base if self.choice else
+                             max(min(2 * self.interval, self.max_interval), self.min_gap))
             self.probe_at = self.cycles + (self.base if self.choice else self.interval)

@@ -10,6 +10,8 @@ from tests.test_engine import OracleDrafter
 from tests.tiny import VOCAB, tiny_drafter, tiny_pair
 
 COSTS = {"step_ms": 10.0, "verify_ms": {k: 10.0 + 1.5 * k for k in range(2, 17)}, "draft_ms": 4.0}
+# a probe costing 1.25 plain steps: its cost floor (5 cycles) stays under the doubling intervals
+CHEAP = {"step_ms": 10.0, "verify_ms": {k: 12.0 for k in range(2, 17)}, "draft_ms": 0.5}
 
 
 def test_choose_verify_length():
@@ -28,21 +30,36 @@ def test_draft_cost_per_block_length():
     assert 2 < choose_verify_length(p, verify, growing, 10.0) < 16
 
 
-def test_planner_probes_at_doubling_intervals_while_plain_steps_win():
-    p = Planner(COSTS, 16, probe_every=4, max_interval=16)
+def probes_while_nothing_lands(costs, cycles, **kw):
+    p = Planner(costs, 16, **kw)
     ks = []
-    for _ in range(60):
+    for _ in range(cycles):
         k = p.next_k()
         ks.append(k)
         p.observe(k, 0)  # nothing is ever accepted
-    probes = [i for i, k in enumerate(ks) if k == 16]
-    assert probes == [0, 9, 26, 43] and set(ks) == {1, 16}
+    assert set(ks) == {1, 16}
+    return [i for i, k in enumerate(ks) if k == 16]
+
+
+def test_planner_probes_at_doubling_intervals_while_plain_steps_win():
+    assert probes_while_nothing_lands(CHEAP, 60, probe_every=4, max_interval=16, prior=0.01) == [
+        0, 9, 26, 43]
+
+
+def test_planner_spaces_costly_probes_by_their_cost():
+    """A probe costing 3.8 plain steps (COSTS) comes every 2.8 / 0.05 = 56 cycles at most: the
+    drafts that never land cost target-only at most its NOISE margin."""
+    probes = probes_while_nothing_lands(COSTS, 200, probe_every=4, max_interval=16, prior=0.01)
+    assert probes == [0, 57, 114, 171]
+    slow = dict(COSTS, verify_ms={k: 10.0 + 6 * k for k in range(2, 17)})  # probe 11 steps
+    assert probes_while_nothing_lands(slow, 300, probe_every=4, max_interval=16, prior=0.01) == [
+        0, 201]
 
 
 def test_planner_follows_a_change_in_acceptance():
     """Drafts that fail for a while (an answer's opening) and then land: counts fade, so the
     planner is drafting again within a few probes, not after the old failures are outvoted."""
-    p = Planner(COSTS, 16, probe_every=4, max_interval=16)
+    p = Planner(CHEAP, 16, probe_every=4, max_interval=16, prior=0.01)
     for _ in range(60):
         k = p.next_k()
         p.observe(k, 0)
