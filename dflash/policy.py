@@ -31,14 +31,18 @@ def choose_verify_length(per_position: Sequence[float], verify_ms: dict[int, flo
         overhead_ms: host time per cycle outside the model forwards (accept, rollback, emit).
     """
     def rate(k: int) -> float:
-        draft = draft_ms[k] if isinstance(draft_ms, dict) else draft_ms
-        return expected_tokens(per_position, k) / (verify_ms[k] + draft + overhead_ms)
+        return expected_tokens(per_position, k) / (verify_ms[k] + _at(draft_ms, k) + overhead_ms)
 
     candidates = [k for k in verify_ms if 2 <= k <= len(per_position) + 1]
     if not candidates:
         return None
     best = max(candidates, key=rate)
     return best if rate(best) >= noise / step_ms else None
+
+
+def _at(draft_ms: float | dict[int, float], k: int) -> float:
+    """The draft cost read out at k positions: per block length, or one for all."""
+    return draft_ms[k] if isinstance(draft_ms, dict) else draft_ms
 
 
 CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -113,8 +117,7 @@ class Planner:
         self.accepted = [0.0] * (block_size - 1)
         self.offered = [0.0] * (block_size - 1)
         self.cycles, self.probe_at, self.choice = 0, 0, None
-        draft = costs["draft_ms"]
-        probe_ms = costs["verify_ms"][block_size] + (draft[block_size] if isinstance(draft, dict) else draft)
+        probe_ms = costs["verify_ms"][block_size] + _at(costs["draft_ms"], block_size)
         # a losing probe still commits one token: its extra cost is probe - step
         self.min_gap = math.ceil((probe_ms / costs["step_ms"] - 1) / (NOISE - 1))
 
@@ -140,4 +143,4 @@ class Planner:
         if probe:
             self.interval = (self.base if self.choice else
                              max(min(2 * self.interval, self.max_interval), self.min_gap))
-            self.probe_at = self.cycles + (self.base if self.choice else self.interval)
+            self.probe_at = self.cycles + self.interval
