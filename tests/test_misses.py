@@ -1,4 +1,4 @@
-"""assets/train/misses.py relates the engine's decisions to the target's distribution at the
+"""lab/train/misses.py relates the engine's decisions to the target's distribution at the
 right positions: a slot-1 draft is accepted exactly when it is the target's top token there, and
 a rejected draft never is."""
 
@@ -10,7 +10,7 @@ from tests.test_engine import OracleDrafter, run
 from tests.tiny import tiny_pair
 
 spec = importlib.util.spec_from_file_location(
-    "misses", Path(__file__).resolve().parents[1] / "assets" / "train" / "misses.py")
+    "misses", Path(__file__).resolve().parents[1] / "lab" / "train" / "misses.py")
 misses = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(misses)
 

@@ -274,6 +274,15 @@ def test_lr_schedule_and_parser():
     assert a.taps == [1, 7] and a.eval.endswith("eval.jsonl")
 
 
+def test_training_needs_prompt_files(tmp_path, capsys):
+    """No default prompt set ships with the product: training without --prompts is a usage error
+    (exit 2, before any target loads), evaluation is not."""
+    with pytest.raises(SystemExit) as e:
+        T.main(["--out", str(tmp_path / "run")])
+    assert e.value.code == 2 and "--prompts" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def tiny_model_dir(model_dir):
     """A tiny llama target saved as a model directory with a word-level tokenizer (t0..t63)."""
     from mlx.utils import tree_flatten

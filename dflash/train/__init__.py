@@ -1,6 +1,6 @@
 """Training a DFlash drafter for an mlx-lm target, by self-distillation, in MLX (Metal, CUDA, CPU).
 
-    python -m dflash train --target builtin:smollm2-135m-instruct --out runs/smol
+    python -m dflash train --target builtin:smollm2-135m-instruct --prompts P.jsonl --out runs/smol
 
 1. data      the target's own greedy answers to a prompt set (chat template applied), generated in
              lockstep batches of similar-length prompts (`greedy_batch`) and saved as a token
@@ -31,7 +31,7 @@ Modules: data (1), model (the drafter a target gets), blocks (2-3), loop (traini
 
 from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, drafter_forward,
                      every_anchor, pad_ids, position_weights, sample_blocks, walk, walk_tau)
-from .cli import DEFAULT_EVAL_PROMPTS, DEFAULT_PROMPTS, build_parser, main
+from .cli import DEFAULT_EVAL_PROMPTS, build_parser, main
 from .config import SAVE_DTYPES, TrainConfig
 from .data import DATA_FILE, FOLLOW_UPS, Dataset, follow_ups, generate_data, greedy_batch, read_prompts
 from .evaluate import evaluate, format_eval
@@ -41,7 +41,7 @@ from .model import (choose_mask_token, draft_vocab_from, drafter_args_for, init_
 from .parallel import rank_batch
 
 __all__ = [
-    "BLOCK_KEYS", "CKPT_DIR", "DATA_FILE", "DEFAULT_EVAL_PROMPTS", "DEFAULT_PROMPTS", "FOLLOW_UPS",
+    "BLOCK_KEYS", "CKPT_DIR", "DATA_FILE", "DEFAULT_EVAL_PROMPTS", "FOLLOW_UPS",
     "LOG_FILE", "SAVE_DTYPES", "Dataset", "Features", "FrozenIO", "TrainConfig", "accept_lengths",
     "block_loss", "build_parser", "choose_mask_token", "draft_vocab_from", "drafter_args_for",
     "drafter_forward", "evaluate", "every_anchor", "follow_ups", "format_eval", "generate_data",

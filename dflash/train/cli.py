@@ -21,7 +21,6 @@ from .data import (DATA_FILE, Dataset, follow_ups, generate_data, norm_prompt, r
 from .evaluate import evaluate, format_eval
 from .loop import train
 
-DEFAULT_PROMPTS = ASSETS / "prompts" / "train.jsonl"
 DEFAULT_EVAL_PROMPTS = ASSETS / "prompts" / "eval.jsonl"
 
 
@@ -34,8 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default=None,
                    help="target model: directory, Hub id or builtin:smollm2-135m-instruct (default)")
     p.add_argument("--out", required=True, help="run directory: data, checkpoint, log, drafter")
-    p.add_argument("--prompts", nargs="+", default=[str(DEFAULT_PROMPTS)],
-                   help="training prompt files (JSONL); each gets its own token file")
+    p.add_argument("--prompts", nargs="+", default=[],
+                   help="training prompt files (JSONL, or .jsonl.xz); each gets its own token file")
     p.add_argument("--data", nargs="+", default=None,
                    help=f"token files, one per prompt file (default OUT/{DATA_FILE}, or "
                         "OUT/data-<prompt file>.npz for several); a complete one is reused, a "
@@ -191,6 +190,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     say = lambda s: print(s, file=sys.stderr, flush=True)
     if args.eval is not None:
         return _run_eval(args, say)
+    if not args.prompts:
+        parser.error("--prompts: name the prompt files to answer and train on "
+                     "(docs/training.md lists the shipped drafter's)")
 
     from ..load import load_target
     from ..registry import BUILTIN_TARGET

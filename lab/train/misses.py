@@ -5,7 +5,7 @@ answer for its next-token distribution at every answer position, and relates the
 decisions to it: at each cycle's first slot, acceptance against the target's top-1 probability;
 at each rejection, the rank and probability of the drafted token and how sure the target was.
 
-    python assets/train/misses.py [--prompts assets/prompts/eval.jsonl] [--out misses.json]
+    python lab/train/misses.py [--prompts assets/prompts/eval.jsonl] [--out misses.json]
 """
 
 from __future__ import annotations

@@ -2,17 +2,17 @@
 (the order alternates), so that this machine's drift hits both alike. Greedy; every output must
 match the first one of its prompt.
 
-    python assets/bench/interleaved_ab.py overlap [--per-suite 2] [--reps 2]
+    python lab/bench/interleaved_ab.py overlap [--per-suite 2] [--reps 2]
         the engine as is vs the draft evaluated asynchronously (`mx.async_eval`): the host builds
         the verify pass while the device drafts (the loop then cannot time the two apart)
-    python assets/bench/interleaved_ab.py drafters DIR_A DIR_B [--per-suite 2] [--reps 2]
+    python lab/bench/interleaved_ab.py drafters DIR_A DIR_B [--per-suite 2] [--reps 2]
         two drafters for the builtin target
-    python assets/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
+    python lab/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
         two verify lengths (--block-size; "auto": the planner's) with the shipped drafter
-    python assets/bench/interleaved_ab.py fullblock [--block-size K] [--per-suite 2] [--reps 2]
+    python lab/bench/interleaved_ab.py fullblock [--block-size K] [--per-suite 2] [--reps 2]
         at verify length K, a draft of a K-token block (the engine before 2026-11-30 13:00 UTC)
         vs the drafter's whole trained block with only K-1 positions read out (the engine now)
-    python assets/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
+    python lab/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
         the target's attention of a verify pass in one call (0) or in calls of R query rows
         (DFLASH_VERIFY_ATTENTION_ROWS; for MLX's CUDA backend); "R,D" also the drafter's in
         calls of D rows (DFLASH_DRAFT_ATTENTION_ROWS)

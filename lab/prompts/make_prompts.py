@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Deterministically generate the DFlash self-distillation training prompts.
 
-    python assets/prompts/make_prompts.py                 # writes assets/prompts/train.jsonl
-    python assets/prompts/make_prompts.py --out /tmp/x.jsonl
+    python lab/prompts/make_prompts.py                 # writes lab/prompts/train.jsonl
+    python lab/prompts/make_prompts.py --out /tmp/x.jsonl
 
 Each output line is ``{"category": ..., "prompt": ...}``.  Prompts are built by
 filling many hand-written templates (>= 40 per category) with hand-written

@@ -2,7 +2,7 @@
 k = 1..16 tokens at a 128-token context, then the model's ops alone at M = 1 and 16 rows (each
 op 30 times in one graph, so launch costs count as they do inside a forward).
 
-    python assets/bench/verify_cost.py [--reps 20] [--draft DIR [--draft-only]] [--out FILE.json]
+    python lab/bench/verify_cost.py [--reps 20] [--draft DIR [--draft-only]] [--out FILE.json]
 """
 
 import argparse

@@ -3,12 +3,12 @@
 Run from the repository root with the venv active, one question per invocation (the BLAS is
 chosen before mlx is imported, so it cannot change inside one process):
 
-    python assets/bench/cpu_probe.py --blas ref      matmul
-    python assets/bench/cpu_probe.py --blas openblas matmul
-    python assets/bench/cpu_probe.py --blas openblas tk --weights fp32 --ks 1,2,4,8,16 --ctx 512
-    python assets/bench/cpu_probe.py --blas openblas draft --weights fp32
-    python assets/bench/cpu_probe.py --blas openblas --threads 1 bitwise --weights fp32
-    python assets/bench/cpu_probe.py --blas openblas quantdiff --tokens 250 --prompts 8
+    python lab/bench/cpu_probe.py --blas ref      matmul
+    python lab/bench/cpu_probe.py --blas openblas matmul
+    python lab/bench/cpu_probe.py --blas openblas tk --weights fp32 --ks 1,2,4,8,16 --ctx 512
+    python lab/bench/cpu_probe.py --blas openblas draft --weights fp32
+    python lab/bench/cpu_probe.py --blas openblas --threads 1 bitwise --weights fp32
+    python lab/bench/cpu_probe.py --blas openblas quantdiff --tokens 250 --prompts 8
 
 --blas openblas loads Debian's libopenblas0-pthread in-process with RTLD_GLOBAL before
 `import mlx.core`, so libmlx's undefined cblas_sgemm resolves to it (no LD_PRELOAD).

@@ -1,7 +1,7 @@
 """Is the bench's target-only a fair baseline? Our engine's target-only decoding against
 mlx-lm's own `stream_generate` on the same loaded target and prompt ids, interleaved, greedy.
 
-    python assets/bench/baseline_check.py [--prompts 1] [--max-tokens 128] [--reps 5]
+    python lab/bench/baseline_check.py [--prompts 1] [--max-tokens 128] [--reps 5]
 """
 
 import argparse

