@@ -198,57 +198,6 @@ def test_bf16_with_cached_features(setup):
     assert all(v.dtype == mx.float32 for v in w.values())  # master weights
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_distill_reads_the_target_at_each_slots_position(setup, tied):
-    """--distill's teacher for slot j of a block at anchor a is the target's distribution at
-    position a+j-1: its argmax is the slot's label (the data is the target's greedy answer), and a
-    teacher sharpened to one-hot makes the KL term the cross-entropy itself. Tied: the head is the
-    embedding (as SmolLM2's)."""
-    tmp, model, tok, ds = setup
-    if tied:
-        model = tiny_model("llama", tied=True)
-        prompts = [("a", p) for p in ("hello there", "what is up", "x", "abc def", "one two",
-                                      "zzz", "qrs tuv", "tell me more")]
-        ds = T.generate_data(model, tok, prompts, tmp / "tied.npz", max_new_tokens=24, batch_size=8,
-                             progress=lambda s: None)
-    target = Target(model, "llama", [0, 2])
-    assert (target.head is None) == tied
-    drafter = Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
-    drafter.set_dtype(mx.float32)
-    io, seqs = T.FrozenIO(target), np.arange(8)
-    b = T.sample_blocks(ds, seqs, np.random.default_rng(0), 64, 8, 4, VOCAB - 1, 0)
-    feats, final = T.target_features(target, mx.array(b["ids"]), final=True)
-    assert mx.array_equal(feats, T.target_features(target, mx.array(b["ids"])))
-    valid = b["valid"].astype(bool)
-    pos = np.minimum(b["anchors"][:, None] + np.arange(7)[None], 63)
-    teacher = np.array(io.logits(final[mx.array(b["rows"])[:, None], mx.array(pos)]))
-    assert valid.sum() > 100 and (teacher.argmax(-1) == b["labels"])[valid].all()
-
-    batch = [feats] + [mx.array(b[k]) for k in T.BLOCK_KEYS]
-    w = T.position_weights(8, 7.0)
-    ce, _ = T.block_loss(drafter, io, *batch, weights=w)
-    kl_sharp, _ = T.block_loss(drafter, io, *batch, weights=w, final=final * 1e4, distill=1.0)
-    kl, _ = T.block_loss(drafter, io, *batch, weights=w, final=final, distill=1.0)
-    half, _ = T.block_loss(drafter, io, *batch, weights=w, final=final, distill=0.5)
-    assert kl_sharp.item() == pytest.approx(ce.item(), rel=1e-4)
-    assert 0 < kl.item() < ce.item()  # the soft teacher is closer to a random drafter's spread
-    assert half.item() == pytest.approx((ce.item() + kl.item()) / 2, rel=1e-5)
-
-
-def test_train_with_distill(setup, tmp_path):
-    tmp, model, tok, ds = setup
-    out = tmp_path / "kd"
-    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, steps=20, distill=0.5, distill_temp=2.0, compile=True),
-            progress=lambda s: None)
-    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines()]
-    train_losses = [r["loss"] for r in log if "split" not in r]
-    assert train_losses[-1] < train_losses[0] and any("tau_walk" in r for r in log)
-    assert load_drafter(out).args.target_layer_ids == [0, 2]
-    with pytest.raises(ValueError, match="cache-features"):
-        T.train(Target(model, "llama", []), tok, ds,
-                cfg_for(tmp_path / "no", distill=0.5, cache_features=True), progress=lambda s: None)
-
-
 def test_evaluate_and_cli_eval(setup, tmp_path):
     _, model, tok, ds = setup
     out = tmp_path / "run"
@@ -443,71 +392,6 @@ def test_init_from_a_drafter_directory(setup, tmp_path):
     with pytest.raises(ValueError, match="does not fit"):
         _start(Target(model, "llama", []), tok, cfg_for(tmp_path / "n2", init=str(bad)), False,
                  lambda s: None)
-
-
-def test_grow_layers_keeps_the_drafter_then_trains(setup, tmp_path):
-    """--grow-layers: a deeper copy of a trained drafter proposes the same blocks at step 0 (the new
-    layers' output projections are zero), then trains, saves and loads with its new depth."""
-    from dflash.train.model import grow_layers
-
-    _, model, tok, ds = setup
-    first = tmp_path / "first"
-    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5), progress=lambda s: None)
-    small = load_drafter(first, dtype=mx.float32)
-    big = grow_layers(small, 3)
-    assert len(big.layers) == 3 and big.args.num_hidden_layers == 3
-    target = Target(model, "llama", small.target_layer_ids)
-    ids = mx.array(ds.seq(0)[None])
-    feats = target_features_of(target, ids)
-    outs = []
-    for d in (small, big):
-        cache = d.make_cache()
-        d.extend_context(feats, cache)
-        outs.append(np.array(d(target.embed(ids[:, :8]), cache)))
-    np.testing.assert_allclose(outs[1], outs[0], atol=1e-6)
-    with pytest.raises(ValueError, match="already has"):
-        grow_layers(small, 2)
-    grown = tmp_path / "grown"
-    T.train(Target(model, "llama", []), tok, ds, cfg_for(grown, steps=5, init=str(first), grow_layers=3),
-            progress=lambda s: None)
-    again = load_drafter(grown)
-    assert len(again.layers) == 3
-    zeroed = np.array(again.layers[1].self_attn.o_proj.weight)  # the new layer, trained 5 steps
-    assert np.abs(zeroed).max() > 0
-
-
-def test_add_taps_keeps_the_drafter_then_trains(setup, tmp_path):
-    """--add-taps: a drafter that also reads more target layers proposes the same blocks at step 0
-    (fc's new columns are zero, the taps stay sorted), then learns to use them, saves and loads."""
-    from dflash.train.model import add_taps
-
-    _, model, tok, ds = setup
-    first = tmp_path / "first"
-    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5), progress=lambda s: None)
-    small = load_drafter(first, dtype=mx.float32)
-    wide = add_taps(small, [3, 1])
-    assert wide.target_layer_ids == [0, 1, 2, 3] and wide.fc.weight.shape[1] == 2 * small.fc.weight.shape[1]
-    ids = mx.array(ds.seq(0)[None])
-    outs = []
-    for d in (small, wide):
-        cache = d.make_cache()
-        d.extend_context(target_features_of(Target(model, "llama", d.target_layer_ids), ids), cache)
-        outs.append(np.array(d(Target(model, "llama", []).embed(ids[:, :8]), cache)))
-    np.testing.assert_allclose(outs[1], outs[0], atol=1e-6)
-    with pytest.raises(ValueError, match="already reads"):
-        add_taps(small, [2])
-    wider = tmp_path / "wider"
-    T.train(Target(model, "llama", []), tok, ds, cfg_for(wider, steps=5, init=str(first), add_taps=[3]),
-            progress=lambda s: None)
-    again = load_drafter(wider)
-    assert again.target_layer_ids == [0, 2, 3]
-    new_cols = np.array(again.fc.weight[:, 2 * again.args.hidden_size:])  # layer 3's, trained 5 steps
-    assert np.abs(new_cols).max() > 0
-
-
-def target_features_of(target, ids):
-    from dflash.train.model import target_features
-    return target_features(target, ids)
 
 
 def test_follow_up_conversations(tmp_path):

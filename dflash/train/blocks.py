@@ -96,25 +96,12 @@ def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.a
     return drafter.norm(h)
 
 
-def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights, final=None,
-               distill: float = 0.0, temp: float = 1.0, p: float = 0.0):
+def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights, p: float = 0.0):
     """Weighted cross-entropy at slots 1..B-1, and per-slot (correct, all-correct-so-far) sums;
-    p: dropout in the drafter's layers (training steps; validation passes none).
-
-    With the target's final hidden states `final` [S, L, H] and distill > 0 each slot's loss is
-    (1 - distill) * CE + distill * KL(target || drafter) at temperature `temp`: the target's whole
-    next-token distribution at the slot's position, not only its argmax (the label)."""
+    p: dropout in the drafter's layers (training steps; validation passes none)."""
     h = drafter_forward(drafter, io, feats, block, anchors, rows, p)
     logits = io.logits(h[:, 1:]).astype(mx.float32)
     per_slot = nn.losses.cross_entropy(logits, labels, reduction="none")
-    if final is not None and distill > 0:
-        # slot j+1's label x_{a+j+1} is the target's argmax at position a+j; positions past the
-        # padded length are clipped (their slots are not valid)
-        pos = mx.minimum(anchors[:, None] + mx.arange(labels.shape[1])[None], final.shape[1] - 1)
-        teacher = io.logits(final[rows[:, None], pos]).astype(mx.float32)
-        kl = nn.losses.kl_div_loss(nn.log_softmax(logits / temp), nn.log_softmax(teacher / temp))
-        kl = kl * temp**2
-        per_slot = (1 - distill) * per_slot + distill * kl
     w = weights[None] * valid
     loss = (per_slot * w).sum() / mx.maximum(w.sum(), 1e-6)
     correct = (mx.argmax(logits, -1) == labels) * valid

@@ -81,12 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--init", default=c.init, metavar="{random,target,DIR}",
                    help="random weights, the target's last layers, or a drafter directory to "
                         "continue from (its architecture wins over the flags above)")
-    g.add_argument("--grow-layers", type=int, default=c.grow_layers, metavar="N",
-                   help="with --init DIR: deepen that drafter to N layers, each new layer a copy "
-                        "of its neighbour with zeroed output projections (the same drafter at step 0)")
-    g.add_argument("--add-taps", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                   metavar="IDS", help="with --init DIR: that drafter also reads these target "
-                   "layers (comma-separated; fc gains zero columns: the same drafter at step 0)")
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
@@ -108,12 +102,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--weight-decay", type=float, default=c.weight_decay)
     t.add_argument("--clip", type=float, default=c.clip)
     t.add_argument("--gamma", type=float, default=c.gamma, help="slot k weighs exp(-(k-1)/gamma)")
-    t.add_argument("--distill", type=float, default=c.distill, metavar="W",
-                   help="each slot's loss is (1-W) x cross-entropy on the target's token + W x "
-                        "KL(target || drafter) on its whole next-token distribution (the target "
-                        "then runs all its layers per batch; not with --cache-features)")
-    t.add_argument("--distill-temp", type=float, default=c.distill_temp,
-                   help="temperature of both distributions in the KL term")
     t.add_argument("--dropout", type=float, default=c.dropout, metavar="P",
                    help="dropout on the attention and MLP branches of the drafter's layers in "
                         "training steps (a regulariser; validation and the engine drop nothing)")

@@ -22,8 +22,6 @@ class TrainConfig:
     block_size: int = 16
     mask_token_id: Optional[int] = None  # None: choose_mask_token()
     init: str = "random"  # "target": copy the target's last layers; or a drafter directory
-    grow_layers: int = 0  # > 0 with init=DIR: that drafter deepened to this many layers
-    add_taps: Optional[list[int]] = None  # with init=DIR: that drafter reading these layers too
     draft_vocab: int = 0  # > 0: ship the N most frequent answer tokens as the draft vocabulary
     max_new_tokens: int = 256
     gen_batch: int = 256
@@ -39,8 +37,6 @@ class TrainConfig:
     weight_decay: float = 0.01
     clip: float = 1.0
     gamma: float = 7.0
-    distill: float = 0.0  # weight of KL(target || drafter) in each slot's loss; 0: CE only
-    distill_temp: float = 1.0
     dropout: float = 0.0  # on each residual branch of the drafter's layers, in training steps only
     val_frac: float = 0.02
     seed: int = 0

@@ -22,8 +22,7 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
                      position_weights, sample_blocks, walk_tau)
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
-from .model import (add_taps, draft_vocab_from, drafter_args_for, grow_layers, init_from_target,
-                    target_features)
+from .model import draft_vocab_from, drafter_args_for, init_from_target, target_features
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
 
@@ -99,8 +98,7 @@ def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
 class Features:
     """The target's tapped features of sequences, computed per batch or (cache=True) once for the
     whole data set and kept on the device in float16 (the dtype the engine's drafter reads), in
-    parts of S sequences: one array of n x L x F would need twice its size while concatenating.
-    final=True (per batch only): (features, the target's final normed hidden states)."""
+    parts of S sequences: one array of n x L x F would need twice its size while concatenating."""
 
     def __init__(self, target, ds: Dataset, L: int, S: int, pad_id: int, cache: bool, progress):
         self.target, self.parts, self.S = target, None, S
@@ -116,10 +114,10 @@ class Features:
                 bar.update(min(S, n - s))
             bar.close()
 
-    def __call__(self, seqs: np.ndarray, ids: np.ndarray, final: bool = False):
+    def __call__(self, seqs: np.ndarray, ids: np.ndarray):
         if self.parts is not None:
             return mx.stack([self.parts[i // self.S][i % self.S] for i in seqs.tolist()])
-        return target_features(self.target, mx.array(ids), final=final)
+        return target_features(self.target, mx.array(ids))
 
 
 def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
@@ -141,12 +139,6 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
         drafter.vocab = None  # --draft-vocab decides the new one
         check_pair(target, drafter)
         progress(f"drafter initialised from {cfg.init} (its config: layers, taps, block, mask id)")
-        if cfg.grow_layers:
-            drafter = grow_layers(drafter, cfg.grow_layers)
-            progress(f"grown to {cfg.grow_layers} layers (the new ones start as identities)")
-        if cfg.add_taps:
-            drafter = add_taps(drafter, cfg.add_taps)
-            progress(f"reads target layers {drafter.target_layer_ids} (fc's new columns start at 0)")
         step, total, t_train = 0, cfg.steps, 0.0
     else:
         mx.random.seed(cfg.seed)
@@ -173,10 +165,8 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
         work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
     weights = position_weights(master.block_size, cfg.gamma)
 
-    def loss_of(model, *batch, p=0.0):  # batch: features, BLOCK_KEYS arrays, [final hidden states]
-        final = batch[1 + len(BLOCK_KEYS)] if cfg.distill else None
-        return block_loss(model, io, *batch[: 1 + len(BLOCK_KEYS)], weights=weights, final=final,
-                          distill=cfg.distill, temp=cfg.distill_temp, p=p)
+    def loss_of(model, *batch, p=0.0):  # batch: features, then the BLOCK_KEYS arrays
+        return block_loss(model, io, *batch, weights=weights, p=p)
 
     loss_and_grad = nn.value_and_grad(work, lambda model, *batch: loss_of(model, *batch, p=cfg.dropout))
     # the random state too: a compiled step must draw new dropout masks each call
@@ -239,8 +229,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
         raise ValueError(f"{len(train_ids)} training sequences cannot fill {W} batches of {S}")
     pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
     n_params = sum(v.size for _, v in tree_flatten(drafter.parameters()))
-    loss_desc = (f"{1 - cfg.distill:g} CE + {cfg.distill:g} KL at T {cfg.distill_temp:g}"
-                 if cfg.distill else "CE") + (f", dropout {cfg.dropout:g}" if cfg.dropout else "")
+    loss_desc = "CE" + (f", dropout {cfg.dropout:g}" if cfg.dropout else "")
     progress(f"drafter: {args.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
              f"{args.target_layer_ids}, mask id {args.mask_token_id}, block {B}; data: "
              f"{len(train_ids)} train / {len(val_ids)} val sequences, "
@@ -251,15 +240,10 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     dtype = SAVE_DTYPES[cfg.dtype]
     io = FrozenIO(target, dtype)
     step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype, world)
-    if cfg.distill and cfg.cache_features:
-        raise ValueError("--distill needs the target's last layers per batch: drop --cache-features")
     features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
 
-    def batch_for(seqs, rng):  # features, the BLOCK_KEYS arrays, [the target's final hidden states]
+    def batch_for(seqs, rng):  # features, then the BLOCK_KEYS arrays
         b = sample_blocks(ds, seqs, rng, L, B, cfg.anchors, args.mask_token_id, pad_id)
-        if cfg.distill:
-            feats, final = features(seqs, b["ids"], final=True)
-            return [feats] + [mx.array(b[k]) for k in BLOCK_KEYS] + [final]
         return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
 
     val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]

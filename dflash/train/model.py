@@ -3,8 +3,6 @@ target's tapped features it reads."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import mlx.core as mx
 import numpy as np
 
@@ -90,64 +88,16 @@ def init_from_target(drafter: Drafter, target) -> list[int]:
     return src
 
 
-def grow_layers(drafter: Drafter, n: int) -> Drafter:
-    """The same drafter with n >= its layer count: each new layer is a copy of the one before it
-    with its attention and MLP output projections zeroed, so the residual stream - and every
-    proposal - is unchanged at the start and training grows the new capacity from there."""
-    import copy
-
-    from mlx.utils import tree_flatten
-
-    old = len(drafter.layers)
-    if n <= old:
-        raise ValueError(f"--grow-layers {n}: the drafter already has {old} layers")
-    src = [i * old // n for i in range(n)]  # new layer j copies old layer src[j]; repeats are new
-    types = drafter.args.layer_types
-    grown = Drafter(dataclasses.replace(copy.deepcopy(drafter.args), num_hidden_layers=n,
-                                        layer_types=types and [types[i] for i in src]))
-    weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("layers.")}
-    for j, i in enumerate(src):
-        for k, v in tree_flatten(drafter.layers[i].parameters()):
-            fresh = j > 0 and src[j - 1] == i
-            zero = fresh and k in ("self_attn.o_proj.weight", "mlp.down_proj.weight")
-            weights[f"layers.{j}.{k}"] = mx.zeros_like(v) if zero else v
-    grown.load_weights(list(weights.items()), strict=True)
-    grown.set_dtype(drafter.fc.weight.dtype)
-    grown.vocab = drafter.vocab
-    return grown
-
-
-def add_taps(drafter: Drafter, taps: list[int]) -> Drafter:
-    """The same drafter reading more target layers: `fc` gains a zero block of columns for each new
-    tap (the taps stay sorted, so the feature layout is the engine's), so every proposal is
-    unchanged at the start and training learns what the new layers add."""
-    old = list(drafter.target_layer_ids)
-    new = sorted(set(old) | set(taps))
-    if len(new) == len(old):
-        raise ValueError(f"--add-taps {taps}: the drafter already reads layers {old}")
-    H = drafter.args.hidden_size
-    wider = Drafter(dataclasses.replace(drafter.args, target_layer_ids=new))
-    cols = [drafter.fc.weight[:, old.index(t) * H:(old.index(t) + 1) * H] if t in old
-            else mx.zeros((H, H), drafter.fc.weight.dtype) for t in new]
-    wider.update(drafter.parameters())
-    wider.fc.weight = mx.concatenate(cols, axis=1)
-    wider.set_dtype(drafter.fc.weight.dtype)
-    wider.vocab = drafter.vocab
-    return wider
-
-
-def target_features(target, ids: mx.array, final: bool = False):
+def target_features(target, ids: mx.array):
     """The tapped layer outputs [S, L, n_taps*H] of a causal pass over ids [S, L] (no cache); the
-    layers after the last tap and the head are skipped. final=True: every layer runs and the
-    final normed hidden states [S, L, H] (the head's input: the teacher for --distill) come too."""
+    layers after the last tap and the head are skipped."""
     from mlx_lm.models.base import create_attention_mask
 
     h = target.embed(ids)
     mask = create_attention_mask(h, None)
     taps = {}
-    for i, layer in enumerate(target.layers[: None if final else max(target.tap_ids) + 1]):
+    for i, layer in enumerate(target.layers[: max(target.tap_ids) + 1]):
         h = layer(h, None if getattr(layer, "is_linear", False) else mask, None)
         if i in target.tap_ids:
             taps[i] = h
-    feats = mx.stop_gradient(mx.concatenate([taps[t] for t in target.tap_ids], -1))
-    return (feats, mx.stop_gradient(target.backbone.norm(h))) if final else feats
+    return mx.stop_gradient(mx.concatenate([taps[t] for t in target.tap_ids], -1))
