@@ -10,11 +10,13 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from .config import GenerationConfig
 from .engine import stream
 from .load import Pair, encode_prompt, load_pair
+from .registry import BUILTIN_TARGET, find_drafter
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,22 @@ class Status:
 
 _DONE = object()
 MAX_PAIRS = 2  # the served pair and one the playground picked
+
+
+def pair_key(model: Optional[str], draft: Optional[str]) -> tuple[str, Optional[str]]:
+    """One key per pair, however it is spelled: the defaults filled in (the builtin target, the
+    registry's drafter) and local paths made absolute, so "./m", "m/" and "/abs/m" share a load."""
+    model = _spelling(model) or BUILTIN_TARGET
+    return model, _spelling(draft) or _spelling(find_drafter(model))
+
+
+def _spelling(name: Optional[str]) -> Optional[str]:
+    if not name:
+        return None
+    path = Path(name).expanduser()
+    if name.startswith((".", "/", "~")) or path.exists():  # load.resolve's rule: else a Hub id
+        return str(path.resolve())
+    return name
 
 
 class Job:
@@ -50,17 +68,37 @@ class Worker:
     def __init__(self, loader: Callable[..., Pair] = load_pair):
         self._loader = loader
         self._pairs: dict[tuple, Pair] = {}
+        self._pinned: set[tuple] = set()
         self._requests: queue.Queue = queue.Queue()
         threading.Thread(target=self._loop, name="mlx-worker", daemon=True).start()
 
+    def pin(self, model: Optional[str], draft: Optional[str]) -> None:
+        """Never evict this pair (the one the API serves): other loads make room around it."""
+        self._pinned.add(pair_key(model, draft))
+
     def pair(self, model: Optional[str], draft: Optional[str], progress=None) -> Pair:
-        """Load (or reuse) a pair. Call only on the worker thread, e.g. inside `call`."""
-        key = (model, draft)
-        if key not in self._pairs:
-            while len(self._pairs) >= MAX_PAIRS:  # forget the oldest pair: models are large
-                self._pairs.pop(next(iter(self._pairs)))
-            self._pairs[key] = self._loader(model, draft, progress=progress or (lambda m: None))
-        return self._pairs[key]
+        """Load (or reuse) a pair. Call only on the worker thread, e.g. inside `call`.
+
+        A new pair is loaded before an older one is forgotten, so a failed load (a bad path, no
+        network) leaves every loaded pair in place; pinned pairs are never forgotten.
+        """
+        key = pair_key(model, draft)
+        if key in self._pairs:
+            return self._pairs[key]
+        pair = self._loader(model, draft, progress=progress or (lambda m: None))
+        unpinned = [k for k in self._pairs if k not in self._pinned]  # oldest first
+        while unpinned and len(self._pairs) >= MAX_PAIRS:
+            del self._pairs[unpinned.pop(0)]
+        self._pairs[key] = pair
+        return pair
+
+    def loaded(self) -> list[tuple]:
+        """Keys (`pair_key`) of the pairs in memory, oldest first."""
+        return list(self._pairs)
+
+    def prepare(self, model: Optional[str], draft: Optional[str]) -> Job:
+        """Load (or reuse) a pair on the worker: Status lines while it loads, then the Pair."""
+        return self.call(lambda progress: self.pair(model, draft, progress))
 
     def call(self, fn: Callable[[Callable[[str], None]], object], job: Optional[Job] = None) -> Job:
         """Run fn(progress) on the worker thread; its events / return value arrive through the job.
@@ -86,6 +124,9 @@ class Worker:
     def _loop(self) -> None:
         while True:
             fn, job = self._requests.get()
+            if job.cancelled.is_set():  # its requester left while it waited in line
+                job.events.put(_DONE)
+                continue
             try:
                 result = fn(lambda m: job.events.put(Status(m)))
                 if hasattr(result, "__next__"):
