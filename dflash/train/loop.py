@@ -197,6 +197,114 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
     return step_fn, eval_fn, accept_fn, state
 
 
+class _Run:
+    """One training run's state: the drafter, its optimizer and compiled steps, the split data,
+    the log; `train` drives it step by step."""
+
+    def __init__(self, target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool, progress,
+                 groups: Optional[np.ndarray], val_only: Optional[np.ndarray]):
+        self.t_start, self.ds, self.cfg = time.perf_counter(), ds, cfg
+        self.world = world_group(cfg.distributed)
+        self.W, self.rank = (self.world.size(), self.world.rank()) if self.world else (1, 0)
+        self.progress = (lambda s: None) if self.rank else progress
+        self.out = Path(cfg.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.drafter, self.opt, self.step, self.total, self.t_train = _start(
+            target, tokenizer, cfg, resume, self.progress)
+        if cfg.draft_vocab:
+            self.drafter.vocab = DraftVocab(draft_vocab_from(ds, cfg.draft_vocab))
+        target.tap_ids = list(self.drafter.args.target_layer_ids)
+        self.train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups, val_only)
+        self.L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
+        self.S = S = min(cfg.batch_seqs, len(self.train_ids))
+        if len(self.train_ids) < S * self.W:
+            raise ValueError(f"{len(self.train_ids)} training sequences cannot fill {self.W} batches of {S}")
+        self.pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
+        self.progress(self._describe(len(val_ids)))
+        dtype = SAVE_DTYPES[cfg.dtype]
+        self.step_fn, self.eval_fn, self.accept_fn, self.state = _step_functions(
+            self.drafter, self.opt, FrozenIO(target, dtype), cfg, dtype, self.world)
+        self.features = Features(target, ds, self.L, S, self.pad_id, cfg.cache_features, self.progress)
+        self.val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
+        self.log = _Log(self.out / LOG_FILE) if self.rank == 0 else (lambda **rec: None)
+        self.run_info = {"data": ds.meta, "config": asdict(cfg), "processes": self.W}
+
+    def _describe(self, n_val: int) -> str:
+        a, cfg, ds = self.drafter.args, self.cfg, self.ds
+        n_params = sum(v.size for _, v in tree_flatten(self.drafter.parameters()))
+        loss = "CE" + (f", dropout {cfg.dropout:g}" if cfg.dropout else "")
+        procs = f" on each of {self.W} processes" if self.W > 1 else ""
+        return (f"drafter: {a.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
+                f"{a.target_layer_ids}, mask id {a.mask_token_id}, block {a.block_size}; data: "
+                f"{len(self.train_ids)} train / {n_val} val sequences, "
+                f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {self.S} "
+                f"sequences x {cfg.anchors} blocks{procs}, seq_len {self.L}, {cfg.dtype}, loss {loss}")
+
+    def batch(self, seqs, rng) -> list:
+        """Features, then the BLOCK_KEYS arrays, of random blocks in `seqs`."""
+        b = sample_blocks(self.ds, seqs, rng, self.L, self.drafter.block_size, self.cfg.anchors,
+                          self.drafter.args.mask_token_id, self.pad_id)
+        return [self.features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
+
+    def validate(self) -> dict:
+        """Loss, per-slot accuracy and tau~ on the validation batches (fixed anchors), and
+        tau(walk): the engine's cycles replayed over every anchor of the first two."""
+        ds, L, B, mask_id = self.ds, self.L, self.drafter.block_size, self.drafter.args.mask_token_id
+        rng, tot, losses = np.random.default_rng(self.cfg.seed + 1), np.zeros((3, B - 1)), []
+        for seqs in self.val_batches:
+            loss, aux = self.eval_fn(*self.batch(seqs, rng))
+            losses.append(loss.item())
+            tot += np.array([a.tolist() for a in aux])
+        accepted = {}
+        for seqs in self.val_batches[:2]:
+            feats = self.features(seqs, pad_ids(ds, seqs, L, self.pad_id))  # once for all chunks
+            for keys, b in every_anchor(ds, seqs, L, B, self.S * self.cfg.anchors, mask_id, self.pad_id):
+                n = self.accept_fn(feats, *[mx.array(b[k]) for k in BLOCK_KEYS])
+                accepted.update(zip(keys, n.tolist()))
+        walked = [i for seqs in self.val_batches[:2] for i in seqs]
+        return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L))
+
+    def save(self) -> None:
+        if self.rank:
+            return
+        extra = dict(self.run_info, train_seconds=self.t_train)
+        save_checkpoint(self.out, self.drafter, self.opt, self.step, self.total, extra)
+        save_drafter(self.drafter, self.out, dtype=SAVE_DTYPES[self.cfg.save_dtype])
+
+    def should_stop(self, first: int) -> bool:
+        """--time-limit or --stop-after reached (rank 0 decides for every process)."""
+        cfg = self.cfg
+        late = bool(cfg.time_limit and time.perf_counter() - self.t_start > cfg.time_limit)
+        return from_rank0(self.world, late or bool(cfg.stop_after and self.step - first >= cfg.stop_after))
+
+    def train_step(self):
+        """One optimizer step on this process's batch; (loss, aux sums, grad norm, seconds)."""
+        cfg, W = self.cfg, self.W
+        seqs = rank_batch(self.train_ids, self.step, self.S, cfg.seed, W, self.rank)
+        t0 = time.perf_counter()
+        self.opt.learning_rate = lr_at(cfg, self.step, self.total)
+        rng = np.random.default_rng([cfg.seed, 1, self.step] + ([self.rank] if W > 1 else []))
+        loss, aux, gnorm = self.step_fn(*self.batch(seqs, rng))
+        mx.eval(loss, aux, gnorm, self.state)
+        dt = time.perf_counter() - t0
+        self.t_train += dt
+        self.step += 1
+        return loss, aux, gnorm, dt
+
+    def fit_total(self, per_step: float) -> int:
+        """The step count that fits --train-seconds, or what --time-limit leaves (less time for
+        validations and saves), at `per_step` seconds a step; the same on every process."""
+        cfg = self.cfg
+        if cfg.train_seconds > 0:
+            total = max(self.step + 1, int(cfg.train_seconds / per_step))
+        elif cfg.time_limit:
+            left = cfg.time_limit - (time.perf_counter() - self.t_start) - 20
+            total = self.step + max(1, int(left / per_step / 1.03))
+        else:
+            raise ValueError("--steps 0 needs --train-seconds > 0 or a --time-limit")
+        return from_rank0(self.world, total)
+
+
 def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False,
           progress: Callable[[str], None] = print, groups: Optional[np.ndarray] = None,
           val_only: Optional[np.ndarray] = None) -> Drafter:
@@ -209,125 +317,44 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     process per device trains data-parallel (`--distributed` in the CLI says how to launch it);
     rank 0 validates, logs and writes.
     """
-    t_start = time.perf_counter()
-    world = world_group(cfg.distributed)
-    W, rank = (world.size(), world.rank()) if world else (1, 0)
-    if rank:
-        progress = lambda s: None
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    drafter, opt, step, total, t_train = _start(target, tokenizer, cfg, resume, progress)
-    args = drafter.args
-    if cfg.draft_vocab:
-        drafter.vocab = DraftVocab(draft_vocab_from(ds, cfg.draft_vocab))
-    target.tap_ids = list(args.target_layer_ids)
-    B = args.block_size
-    train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups, val_only)
-    L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
-    S = min(cfg.batch_seqs, len(train_ids))
-    if len(train_ids) < S * W:
-        raise ValueError(f"{len(train_ids)} training sequences cannot fill {W} batches of {S}")
-    pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
-    n_params = sum(v.size for _, v in tree_flatten(drafter.parameters()))
-    loss_desc = "CE" + (f", dropout {cfg.dropout:g}" if cfg.dropout else "")
-    progress(f"drafter: {args.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
-             f"{args.target_layer_ids}, mask id {args.mask_token_id}, block {B}; data: "
-             f"{len(train_ids)} train / {len(val_ids)} val sequences, "
-             f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {S} sequences "
-             f"x {cfg.anchors} blocks{f' on each of {W} processes' if W > 1 else ''}, seq_len {L}, "
-             f"{cfg.dtype}, loss {loss_desc}")
-
-    dtype = SAVE_DTYPES[cfg.dtype]
-    io = FrozenIO(target, dtype)
-    step_fn, eval_fn, accept_fn, state = _step_functions(drafter, opt, io, cfg, dtype, world)
-    features = Features(target, ds, L, S, pad_id, cfg.cache_features, progress)
-
-    def batch_for(seqs, rng):  # features, then the BLOCK_KEYS arrays
-        b = sample_blocks(ds, seqs, rng, L, B, cfg.anchors, args.mask_token_id, pad_id)
-        return [features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
-
-    val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
-
-    def validate():
-        rng, tot, losses = np.random.default_rng(cfg.seed + 1), np.zeros((3, B - 1)), []
-        for seqs in val_batches:
-            loss, aux = eval_fn(*batch_for(seqs, rng))
-            losses.append(loss.item())
-            tot += np.array([a.tolist() for a in aux])
-        accepted = {}
-        for seqs in val_batches[:2]:
-            feats = features(seqs, pad_ids(ds, seqs, L, pad_id))  # once for all of its anchors' chunks
-            for keys, b in every_anchor(ds, seqs, L, B, S * cfg.anchors, args.mask_token_id, pad_id):
-                n = accept_fn(feats, *[mx.array(b[k]) for k in BLOCK_KEYS])
-                accepted.update(zip(keys, n.tolist()))
-        walked = [i for seqs in val_batches[:2] for i in seqs]
-        return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L))
-
-    log = _Log(out / LOG_FILE) if rank == 0 else (lambda **rec: None)
-    run_info = {"data": ds.meta, "config": asdict(cfg), "processes": W}
-
-    def save():
-        if rank:
-            return
-        save_checkpoint(out, drafter, opt, step, total, dict(run_info, train_seconds=t_train))
-        save_drafter(drafter, out, dtype=SAVE_DTYPES[cfg.save_dtype])
-
-    bar = progress_bar(total, "training", initial=step) if rank == 0 else SilentBar()
+    r = _Run(target, tokenizer, ds, cfg, resume, progress, groups, val_only)
+    B = r.drafter.block_size
+    bar = progress_bar(r.total, "training", initial=r.step) if r.rank == 0 else SilentBar()
     sums, loss_sum, n_sum, timing = np.zeros((3, B - 1)), 0.0, 0, []
-    stopped, first = False, step
-    while total == 0 or step < total:
-        if from_rank0(world, bool(cfg.time_limit and time.perf_counter() - t_start > cfg.time_limit)
-                       or bool(cfg.stop_after and step - first >= cfg.stop_after)):
+    stopped, first = False, r.step
+    while r.total == 0 or r.step < r.total:
+        if r.should_stop(first):
             stopped = True
             break
-        seqs = rank_batch(train_ids, step, S, cfg.seed, W, rank)
-        t0 = time.perf_counter()
-        opt.learning_rate = lr_at(cfg, step, total)
-        rng = np.random.default_rng([cfg.seed, 1, step] + ([rank] if W > 1 else []))
-        loss, aux, gnorm = step_fn(*batch_for(seqs, rng))
-        mx.eval(loss, aux, gnorm, state)
-        dt = time.perf_counter() - t0
-        t_train += dt
-        step += 1
-        loss_sum += loss.item()
+        loss, aux, gnorm, dt = r.train_step()
+        loss_sum, n_sum = loss_sum + loss.item(), n_sum + 1
         sums += np.array([a.tolist() for a in aux])
-        n_sum += 1
         bar.update(1)
-        if total == 0:
+        if r.total == 0:
             timing.append(dt)
             if len(timing) == 13:  # the first steps compile; time the next ten
                 per_step = float(np.median(timing[3:]))
-                if cfg.train_seconds > 0:
-                    total = max(step + 1, int(cfg.train_seconds / per_step))
-                elif cfg.time_limit:  # up to the limit, less time for validations and saves
-                    left = cfg.time_limit - (time.perf_counter() - t_start) - 20
-                    total = step + max(1, int(left / per_step / 1.03))
-                else:
-                    raise ValueError("--steps 0 needs --train-seconds > 0 or a --time-limit")
-                total = from_rank0(world, total)  # one schedule for every process
-                progress(f"\n{per_step * 1e3:.0f} ms/step -> {total} steps")
-                bar.total = total
-        if step % cfg.log_every == 0 or step == total:
-            m = _metrics(loss_sum / n_sum, sums)
-            lr = opt.learning_rate.item()
+                r.total = bar.total = r.fit_total(per_step)
+                r.progress(f"\n{per_step * 1e3:.0f} ms/step -> {r.total} steps")
+        if r.step % cfg.log_every == 0 or r.step == r.total:
+            m, lr = _metrics(loss_sum / n_sum, sums), r.opt.learning_rate.item()
             bar.set_postfix_str(f"loss {m['loss']:.3f} tau~{m['tau_est']:.2f} lr {lr:.1e}", refresh=False)
-            log(step=step, lr=lr, grad_norm=gnorm.item(), sec_per_step=dt, elapsed=t_train, **m)
+            r.log(step=r.step, lr=lr, grad_norm=gnorm.item(), sec_per_step=dt, elapsed=r.t_train, **m)
             sums, loss_sum, n_sum = np.zeros((3, B - 1)), 0.0, 0
-        if step % cfg.save_every == 0 or step == total:
-            if val_batches and rank == 0:
-                v = validate()
-                log(step=step, split="val", **v)
-                progress(f"\nstep {step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
-                         f"tau(walk) {v['tau_walk']:.2f} "
-                         f"acc {' '.join(f'{x:.2f}' for x in v['acc'])}")
-            save()
+        if r.step % cfg.save_every == 0 or r.step == r.total:
+            if r.val_batches and r.rank == 0:
+                v = r.validate()
+                r.log(step=r.step, split="val", **v)
+                r.progress(f"\nstep {r.step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
+                           f"tau(walk) {v['tau_walk']:.2f} acc {' '.join(f'{x:.2f}' for x in v['acc'])}")
+            r.save()
     bar.close()
-    if world:
-        check_replicas(world, drafter)
-    save()
-    progress(f"{'stopped' if stopped else 'done'} at step {step}/{total}; "
-             f"{t_train:.0f}s of training steps; drafter written to {out}")
-    return drafter
+    if r.world:
+        check_replicas(r.world, r.drafter)
+    r.save()
+    r.progress(f"{'stopped' if stopped else 'done'} at step {r.step}/{r.total}; "
+               f"{r.t_train:.0f}s of training steps; drafter written to {r.out}")
+    return r.drafter
 
 
 def _metrics(loss: float, sums: np.ndarray) -> dict:
