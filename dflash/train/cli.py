@@ -33,6 +33,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default=None,
                    help="target model: directory, Hub id or builtin:smollm2-135m-instruct (default)")
     p.add_argument("--out", required=True, help="run directory: data, checkpoint, log, drafter")
+    _data_args(p.add_argument_group("data"), c)
+    _drafter_args(p.add_argument_group("drafter"), c)
+    _training_args(p.add_argument_group("training"), c)
+    e = p.add_argument_group("evaluation")
+    e.add_argument("--eval", nargs="?", const=str(DEFAULT_EVAL_PROMPTS), default=None, metavar="PROMPTS",
+                   help="evaluate the drafter in OUT (or --draft) on PROMPTS instead of training")
+    e.add_argument("--draft", default=None, help="drafter to evaluate (default OUT)")
+    e.add_argument("--eval-max-tokens", type=int, default=128)
+    e.add_argument("--eval-limit", type=int, default=None, help="prompts per category")
+    return p
+
+
+def _data_args(p, c: TrainConfig) -> None:
+    """The prompts, the target's answers to them (token files) and how they are generated."""
     p.add_argument("--prompts", nargs="+", default=[],
                    help="training prompt files (JSONL, or .jsonl.xz); each gets its own token file")
     p.add_argument("--data", nargs="+", default=None,
@@ -70,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opening-temp", type=float, default=1.0, help="temperature of the opening")
     p.add_argument("--opening-seed", type=int, default=1,
                    help="seed of the openings (another seed: another token file of the same prompts)")
-    g = p.add_argument_group("drafter")
+
+
+def _drafter_args(g, c: TrainConfig) -> None:
     g.add_argument("--layers", type=int, default=c.layers)
     g.add_argument("--intermediate-size", type=int, default=None, help="default: the target's")
     g.add_argument("--num-taps", type=int, default=c.num_taps)
@@ -84,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
-    t = p.add_argument_group("training")
+
+
+def _training_args(t, c: TrainConfig) -> None:
     t.add_argument("--steps", type=int, default=c.steps, help="0: as many as fit in --train-seconds")
     t.add_argument("--train-seconds", type=float, default=c.train_seconds,
                    help="with --steps 0: the step count that fits this long (<= 0: up to --time-limit)")
@@ -119,13 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="data-parallel over an mx.distributed group (nccl on CUDA GPUs, ring, mpi): "
                         "one process per device, each a batch of --batch-seqs, gradients averaged; "
                         "e.g. `mlx.launch --backend nccl -n 2 -m dflash.train ... --distributed nccl`")
-    e = p.add_argument_group("evaluation")
-    e.add_argument("--eval", nargs="?", const=str(DEFAULT_EVAL_PROMPTS), default=None, metavar="PROMPTS",
-                   help="evaluate the drafter in OUT (or --draft) on PROMPTS instead of training")
-    e.add_argument("--draft", default=None, help="drafter to evaluate (default OUT)")
-    e.add_argument("--eval-max-tokens", type=int, default=128)
-    e.add_argument("--eval-limit", type=int, default=None, help="prompts per category")
-    return p
 
 
 def _run_eval(args, say) -> int:
@@ -169,6 +180,65 @@ def _data_paths(args) -> list[Path]:
     return [Path(args.out) / f"data-{Path(p).stem}.npz" for p in args.prompts]
 
 
+def _prompt_reader(args):
+    """prompts_of(file): its prompts in the order generation uses (a token file's prompt_index
+    refers to it); for a --val-prompts file, without the prompts training has."""
+    # what validation prompts must not repeat: each training file read once, and only if needed
+    train_files = dict.fromkeys(args.prompts) if args.val_prompts else {}
+    seen = {norm_prompt(p) for f in train_files for _, p in read_prompts(f) if isinstance(p, str)}
+
+    def prompts_of(prompt_file):
+        prompts = read_prompts(prompt_file)
+        order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
+        prompts = [prompts[i] for i in order][: args.max_prompts]
+        if prompt_file in args.val_prompts:
+            prompts = [(c, p) for c, p in prompts if not isinstance(p, str) or norm_prompt(p) not in seen]
+        return prompts
+
+    return prompts_of
+
+
+def _answer(args, lm, tokenizer, prompts, data: Path, is_val: bool, t0: float, say) -> Dataset:
+    """The target's answers to `prompts` in token file `data` (a partial file is resumed)."""
+    # validation answers are few and always generated in full: a limit (or 0, "no more
+    # generation") that left them out would quietly validate on nothing
+    limit = None if is_val else args.gen_time_limit
+    t1 = time.perf_counter()
+    ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
+                       time_limit=None if limit is None else max(0.0, limit - (t1 - t0)),
+                       progress=say, opening=args.opening,
+                       temperature=args.opening_temp, seed=args.opening_seed)
+    say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
+        f"tokens in {time.perf_counter() - t1:.0f}s -> {data}")
+    return ds
+
+
+def _load_data(args, lm, tokenizer, t0: float, say):
+    """(every token file as one Dataset, a validation group per sequence, validation-only flags),
+    generating what is missing; writes --write-follow-ups on the way."""
+    prompts_of = _prompt_reader(args)
+    val_data = [Path(args.out) / f"val-{Path(f).name.split('.')[0]}.npz" for f in args.val_prompts]
+    parts, follow, groups, files, val_only = [], [], [], {}, []
+    for prompt_file, data in zip(args.prompts + args.val_prompts, _data_paths(args) + val_data):
+        ds, prompts = (Dataset.load(data) if data.exists() else None), None
+        is_val = prompt_file in args.val_prompts
+        if ds is None or not (ds.meta.get("complete") or args.resume):
+            prompts = prompts_of(prompt_file)
+            ds = _answer(args, lm, tokenizer, prompts, data, is_val, t0, say)
+        parts.append(ds)
+        # a prompt answered in several token files (e.g. with --opening) is one validation group
+        file_id = files.setdefault(str(Path(prompt_file).resolve()), len(files))
+        groups.append(file_id * 2**32 + ds.prompt_index.astype(np.int64))
+        val_only.append(np.full(len(ds), is_val))
+        if args.write_follow_ups and not is_val:
+            follow.extend(follow_ups(ds, prompts or prompts_of(prompt_file), tokenizer, args.seed))
+    if args.write_follow_ups:
+        with open(args.write_follow_ups, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in follow)
+        say(f"{len(follow)} follow-up conversations -> {args.write_follow_ups}")
+    return Dataset.concat(parts), np.concatenate(groups), np.concatenate(val_only)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     t_main = time.perf_counter()
     parser = build_parser()
@@ -188,55 +258,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     lm, tokenizer, model_type = load_target(args.target or BUILTIN_TARGET, progress=say,
                                             dtype=args.target_dtype)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()  # --gen-time-limit counts from here: writing prompts is generation
     if args.write_self_prompts and not Path(args.write_self_prompts).exists():
         _write_self_prompts(args, lm, tokenizer, say)
-    # what validation prompts must not repeat: each training file read once, and only if needed
-    train_files = dict.fromkeys(args.prompts) if args.val_prompts else {}
-    seen = {norm_prompt(p) for f in train_files for _, p in read_prompts(f) if isinstance(p, str)}
-
-    def prompts_of(prompt_file):  # the order generation uses (and prompt_index refers to)
-        prompts = read_prompts(prompt_file)
-        order = np.random.default_rng(args.seed).permutation(len(prompts))  # mixes categories
-        prompts = [prompts[i] for i in order][: args.max_prompts]
-        if prompt_file in args.val_prompts:  # validation never repeats a training prompt
-            prompts = [(c, p) for c, p in prompts if not isinstance(p, str) or norm_prompt(p) not in seen]
-        return prompts
-
-    val_data = [out / f"val-{Path(f).name.split('.')[0]}.npz" for f in args.val_prompts]
-    parts, follow, groups, files, val_only = [], [], [], {}, []
-    for prompt_file, data in zip(args.prompts + args.val_prompts, _data_paths(args) + val_data):
-        ds, prompts = (Dataset.load(data) if data.exists() else None), None
-        is_val = prompt_file in args.val_prompts
-        if ds is None or not (ds.meta.get("complete") or args.resume):
-            prompts = prompts_of(prompt_file)
-            # validation answers are few and always generated in full: a limit (or 0, "no more
-            # generation") that left them out would quietly validate on nothing
-            limit = None if is_val else args.gen_time_limit
-            t1 = time.perf_counter()
-            ds = generate_data(lm, tokenizer, prompts, data, args.max_new_tokens, args.gen_batch,
-                               time_limit=None if limit is None else max(0.0, limit - (t1 - t0)),
-                               progress=say, opening=args.opening,
-                               temperature=args.opening_temp, seed=args.opening_seed)
-            say(f"data: {len(ds)} answers, {int(ds.lengths.sum() - ds.prompt_lens.sum())} response "
-                f"tokens in {time.perf_counter() - t1:.0f}s -> {data}")
-        parts.append(ds)
-        # a prompt answered in several token files (e.g. with --opening) is one validation group
-        file_id = files.setdefault(str(Path(prompt_file).resolve()), len(files))
-        groups.append(file_id * 2**32 + ds.prompt_index.astype(np.int64))
-        val_only.append(np.full(len(ds), is_val))
-        if args.write_follow_ups and not is_val:
-            follow.extend(follow_ups(ds, prompts or prompts_of(prompt_file), tokenizer, args.seed))
-    if args.write_follow_ups:
-        with open(args.write_follow_ups, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in follow)
-        say(f"{len(follow)} follow-up conversations -> {args.write_follow_ups}")
-    ds = Dataset.concat(parts)
+    ds, groups, val_only = _load_data(args, lm, tokenizer, t0, say)
     if args.generate_only:
         return 0
-    val_only = np.concatenate(val_only)
     if args.val_prompts and not val_only.any():
         raise SystemExit("--val-prompts: no answers to validate on (are all its prompts also "
                          "training prompts?)")
@@ -244,6 +272,5 @@ def main(argv: Optional[list[str]] = None) -> int:
     if cfg.time_limit:  # the limit counts from the command's start
         cfg.time_limit -= time.perf_counter() - t_main
     train(Target(lm, model_type, []), tokenizer, ds, cfg, resume=args.resume, progress=say,
-          groups=np.concatenate(groups), val_only=val_only)
+          groups=groups, val_only=val_only)
     return 0
-
