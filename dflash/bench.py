@@ -2,7 +2,7 @@
 
 After one warm-up generation per mode, each prompt runs target-only, DFlash (and with
 `--peer zlab` z-lab's reference implementation) `--repeat` times; a prompt's numbers are the
-medians over repeats, a suite's the medians over its prompts. Metrics are DFLASH.md §5's:
+medians over repeats, a suite's the medians over its prompts. Metrics as docs/algorithm.md defines them:
 speedup = DFlash decode tok/s / target-only decode tok/s (ratio of the two medians).
 `--profile` adds a one-cycle cost breakdown measured on the first prompt. Output: a table on
 stdout, and with `--out FILE.json` the JSON document plus a plot next to it (FILE.html).
@@ -33,6 +33,7 @@ from .config import GenerationConfig
 from .events import Summary
 from .load import TARGET_DTYPES
 from .registry import ASSETS
+from .verdict import first_divergence
 
 SUITES = ("chat", "code", "math")
 SUITE_DIR = ASSETS / "bench"
@@ -105,8 +106,7 @@ def _medians(runs: list[dict]) -> dict:
 
 def _first_divergence(ref: tuple, outputs: list[tuple]) -> Optional[int]:
     """Index of the first token where any output differs from `ref` (None when all equal)."""
-    at = [next((i for i, (x, y) in enumerate(zip(ref, o)) if x != y), min(len(ref), len(o)))
-          for o in outputs if o != ref]
+    at = [i for o in outputs if (i := first_divergence(ref, o)) is not None]
     return min(at) if at else None
 
 

@@ -9,7 +9,7 @@
              without more prompts.
 2. blocks    random anchors a inside each response. A block is [x_a, MASK x (B-1)] at positions
              a..a+B-1; its context is the target's tapped features of positions < a. Mask slot k
-             predicts x_{a+k} (DFLASH.md §3), exactly what the engine asks of the drafter.
+             predicts x_{a+k} (docs/training.md), exactly what the engine asks of the drafter.
 3. loss      cross-entropy at slots 1..B-1 through the target's frozen embedding and head, weighted
              w_k = exp(-(k-1)/gamma): a later slot only counts if every earlier one was accepted.
              Each block is its own batch row; its keys are its sequence's whole context K/V with
@@ -22,7 +22,7 @@ tau(walk): the held-out answers crossed cycle by cycle as the engine would (`wal
 to compare with the engine's tau; tau~ is higher because easy stretches take few cycles.
 
 Checkpoints (`OUT/checkpoint/`: weights, optimizer state, step) make runs resumable (`--resume`);
-the drafter itself is written to OUT in the HF layout of DFLASH.md §3 (`save_drafter`).
+the drafter itself is written to OUT in the z-lab checkpoint layout the engine loads (`save_drafter`).
 `--distributed nccl|ring|mpi` trains one drafter data-parallel, one process per device.
 
 Modules: data (1), model (the drafter a target gets), blocks (2-3), loop (training), parallel
