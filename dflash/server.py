@@ -6,9 +6,11 @@ and share the loaded pair:
     POST /v1/chat/completions, /v1/completions   (`stream: true` -> server-sent events)
     GET  /metrics                                (per-request and total DFlash metrics)
 
-All MLX work goes through the one `Worker` thread, so requests queue in arrival order. For each
-request a reader thread turns the job's events into text (cut at stop strings) and records the
-request's metrics from the engine's Summary; the handler only relays that text to the client.
+A request is parsed, encoded and checked against the served pair off the worker thread; only a
+generation that can run is queued on the one `Worker` thread (in arrival order), through
+`Worker.generate` like the playground's. A reader thread per request turns the job's events into
+text (cut at stop strings) and records the request's metrics; the handler relays that text and
+cancels the job when its client disconnects. Limits, errors and field policy: docs/api.md.
 """
 
 from __future__ import annotations
@@ -17,26 +19,32 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import sys
 import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Optional, Union
 
+import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .config import DEFAULT_MAX_TOKENS, GenerationConfig
-from .engine import stream as engine_stream
 from .events import Cycle, Prefill, Summary
+from .load import encode_prompt
 from .registry import BUILTIN_TARGET, base_name, find_drafter
 from .worker import Job, Status, Worker
 
 METRICS_WINDOW = 100
 MAX_STOPS = 4
+MAX_BODY_BYTES = 2 * 1024 * 1024  # > any supported context as text or token ids (~260k tokens)
+MAX_DEPTH = 32  # JSON nesting; OpenAI requests nest 5 deep
+SHUTDOWN_GRACE_S = 5  # after SIGTERM, how long open requests may take to end before they are cut
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 log = logging.getLogger("dflash.server")
@@ -58,9 +66,89 @@ def _error_body(message: str, status: int, param=None, code=None) -> dict:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+def _shutting_down() -> APIError:
+    return APIError("the server is shutting down; the generation was cancelled", 503, code="shutting_down")
+
+
+# ---- the request body: size, JSON, text ----
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+async def _body(request: Request) -> dict:
+    """The JSON object of a request; oversized bodies are refused before any parsing."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:  # drain a little more so the client reads the 413, then give up
+            if size > 8 * MAX_BODY_BYTES:
+                break
+            continue
+        chunks.append(chunk)
+    if size > MAX_BODY_BYTES:
+        raise APIError(f"the request body is larger than {MAX_BODY_BYTES} bytes", 413,
+                       code="request_too_large")
+    try:
+        body = json.loads(b"".join(chunks))
+    except RecursionError:
+        raise APIError(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:
+        raise APIError(f"the request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise APIError("the request body must be a JSON object")
+    _check_text(body)
+    return body
+
+
+def _check_text(body: dict) -> None:
+    """Refuse deep nesting and lone UTF-16 surrogates: JSON can escape one ("\\ud800"), but it is
+    not Unicode text, and no tokenizer (nor a UTF-8 response) can take it."""
+    stack = [("", body, 1)]
+    while stack:
+        path, v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise APIError(f"the request body nests deeper than {MAX_DEPTH} levels")
+        if isinstance(v, str) and not v.isascii() and _SURROGATE.search(v):
+            raise APIError(f"{path or 'the request body'} holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
+                           "escape); send valid Unicode text", param=path or None)
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+        for k, x in items:
+            if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
+                stack.append((path, k, depth))  # reported as the object holding the key
+                continue
+            sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else k)
+            stack.append((sub, x, depth + 1))
+
+
 # ---- request parsing: every caller mistake becomes an APIError naming the field ----
 
 _KINDS = {"integer": int, "number": (int, float), "boolean": bool, "string": str}
+
+# Fields read by _params (OpenAI's that we honour, and DFlash's `mode` / `block_size`).
+FIELDS = {"model", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "n", "mode", "block_size"}
+CHAT_FIELDS = FIELDS | {"messages", "max_completion_tokens"}
+COMPLETION_FIELDS = FIELDS | {"prompt"}
+# OpenAI fields that do not change the output: accepted and ignored
+IGNORED = {"user", "metadata", "store", "stream_options", "service_tier", "parallel_tool_calls"}
+# OpenAI fields we cannot honour: accepted only absent, null, or at the value that asks for nothing
+NEUTRAL = {"best_of": 1, "echo": False, "logprobs": False, "top_logprobs": 0, "presence_penalty": 0,
+           "frequency_penalty": 0, "logit_bias": {}, "tools": [], "tool_choice": "none",
+           "functions": [], "function_call": "none", "response_format": {"type": "text"}, "suffix": ""}
+
+
+def _check_fields(body: dict, chat: bool) -> None:
+    """One policy for every field (docs/api.md): honour it, ignore it when it cannot change the
+    output, else refuse the request naming it, rather than answer as if it had been honoured."""
+    known = CHAT_FIELDS if chat else COMPLETION_FIELDS
+    for name, v in body.items():
+        if name in known or name in IGNORED or v is None:
+            continue
+        if name not in NEUTRAL:
+            raise APIError(f"unknown field '{name}' (the fields this server takes: docs/api.md)", param=name)
+        neutral = NEUTRAL[name]
+        if not (v is neutral if isinstance(v, bool) or isinstance(neutral, bool) else v == neutral):
+            raise APIError(f"'{name}' is not supported by this server (leave it out, or send "
+                           f"{json.dumps(neutral)})", param=name, code="unsupported_field")
 
 
 def _field(body: dict, name: str, kind: str, default=None):
@@ -68,7 +156,8 @@ def _field(body: dict, name: str, kind: str, default=None):
     if v is None:
         return default
     if not isinstance(v, _KINDS[kind]) or (isinstance(v, bool) and kind != "boolean"):
-        raise APIError(f"'{name}' must be a {kind} (got {json.dumps(v)[:40]})", param=name)
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise APIError(f"'{name}' must be {article} {kind} (got {json.dumps(v)[:40]})", param=name)
     return v
 
 
@@ -85,21 +174,15 @@ def _params(body: dict, chat: bool) -> _Params:
         max_tokens = _field(body, "max_completion_tokens", "integer")
     if _field(body, "n", "integer", 1) != 1:
         raise APIError("only n=1 is supported", param="n")
-    seed = _field(body, "seed", "integer", 0)
-    if not 0 <= seed < 2**64:
-        raise APIError(f"'seed' must be in 0..2**64-1 (got {seed})", param="seed")
     cfg = GenerationConfig(
         mode=_field(body, "mode", "string", "dflash"),
         max_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
         block_size=_field(body, "block_size", "integer"),
         temperature=float(_field(body, "temperature", "number", 0.0)),
         top_p=float(_field(body, "top_p", "number", 1.0)),
-        seed=seed,
+        seed=_field(body, "seed", "integer", 0),
     )
-    try:
-        cfg.validate()
-    except ValueError as e:  # its messages start with the field's name
-        raise APIError(str(e), param=str(e).split()[0]) from None
+    _validate(cfg)
     stops = body.get("stop")
     stops = [stops] if isinstance(stops, str) else ([] if stops is None else stops)
     if (not isinstance(stops, list) or len(stops) > MAX_STOPS
@@ -107,6 +190,13 @@ def _params(body: dict, chat: bool) -> _Params:
         raise APIError(f"'stop' must be a non-empty string or an array of at most {MAX_STOPS} of them",
                        param="stop")
     return _Params(cfg, tuple(stops), _field(body, "stream", "boolean", False))
+
+
+def _validate(cfg: GenerationConfig, drafter_block_size: Optional[int] = None) -> None:
+    try:
+        cfg.validate(drafter_block_size)
+    except ValueError as e:  # its messages start with the field's name
+        raise APIError(str(e), param=str(e).split()[0]) from None
 
 
 def _messages(body: dict) -> list[dict]:
@@ -145,23 +235,58 @@ def _prompt(body: dict) -> Union[str, list[int]]:
                    param="prompt")
 
 
-def encode(pair, prompt: Prompt) -> list[int]:
-    """Token ids of a completion prompt (text or ids) or of chat messages (chat template applied)."""
-    tok = pair.tokenizer
-    if isinstance(prompt, str):
-        return tok.encode(prompt)
-    if prompt and isinstance(prompt[0], int):
-        bad = [t for t in prompt if not 0 <= t < pair.target.vocab_size]
-        if bad:
-            raise ValueError(f"prompt token ids {bad[:5]} are outside the vocabulary of {pair.target.vocab_size}")
-        return list(prompt)
-    if not getattr(tok, "chat_template", None):
-        return tok.encode("".join(f"{m['role']}: {m['content']}\n" for m in prompt) + "assistant: ")
-    try:
-        text = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    except Exception as e:  # jinja raises for e.g. roles this template does not accept
-        raise ValueError(f"the chat template rejected these messages: {e}") from None
-    return tok.encode(text, add_special_tokens=False)
+# ---- the served pair, as the handlers need it ----
+
+@dataclass(frozen=True)
+class Served:
+    """What requests are checked against, read once from the loaded pair (the tokenizer is
+    not MLX: prompts are encoded on a request's own thread, not the worker's)."""
+
+    tokenizer: object
+    vocab_size: int
+    max_context: Optional[int]
+    block_size: Optional[int]  # the drafter's
+
+    @classmethod
+    def of(cls, pair) -> "Served":
+        t = pair.target
+        return cls(pair.tokenizer, t.vocab_size, t.max_context, pair.drafter.block_size if pair.drafter else None)
+
+    def encode(self, prompt: Prompt, chat: bool) -> list[int]:
+        """Token ids of a completion prompt (text or ids) or of chat messages (chat template
+        applied; without one, "role: content" lines)."""
+        if not chat and prompt and isinstance(prompt[0], int):
+            bad = [t for t in prompt if not 0 <= t < self.vocab_size]
+            if bad:
+                raise APIError(f"prompt token ids {bad[:5]} are outside the vocabulary of {self.vocab_size}",
+                               param="prompt")
+            return list(prompt)
+        if chat and not getattr(self.tokenizer, "chat_template", None):
+            return encode_prompt(self.tokenizer, "".join(f"{m['role']}: {m['content']}\n" for m in prompt)
+                                 + "assistant: ", chat_template=False)
+        try:
+            return encode_prompt(self.tokenizer, prompt, chat_template=chat)
+        except ValueError as e:  # e.g. a chat template that refuses these roles
+            raise APIError(str(e), param="messages") from None
+
+    def check(self, ids: list[int], cfg: GenerationConfig, chat: bool) -> None:
+        """Refuse, before queueing, what the engine would refuse. The context check leaves out
+        the few tokens a verify pass adds at the very end: the engine still checks those."""
+        _validate(cfg, self.block_size if cfg.mode == "dflash" else None)
+        if not ids:
+            raise APIError("the prompt is empty", param="messages" if chat else "prompt")
+        if self.max_context and len(ids) + cfg.max_tokens > self.max_context:
+            raise APIError(f"prompt ({len(ids)} tokens) + max_tokens ({cfg.max_tokens}) exceeds the "
+                           f"target's context of {self.max_context} tokens", code="context_length_exceeded")
+
+
+def public_name(name: Optional[str]) -> Optional[str]:
+    """A model or drafter as clients see it: a Hub or builtin id as is, a local directory by its
+    own name (answers never show this machine's paths)."""
+    if not name or name.startswith("builtin:"):
+        return name
+    path = Path(name).expanduser()
+    return path.resolve().name if name.startswith((".", "/", "~")) or path.exists() else name
 
 
 # ---- from engine events to text ----
@@ -194,7 +319,7 @@ class StopCutter:
 class Outcome:
     text: str  # after the stop-string cut
     finish_reason: str  # "stop" | "length" | "cancelled"
-    completion_tokens: int  # tokens up to the one completing a stop string
+    completion_tokens: int  # tokens up to the one completing a stop string (usage and /metrics)
     summary: Summary
 
 
@@ -254,14 +379,14 @@ class Metrics:
         with self._lock:
             self.requests += 1
             self.recent.append({
-                "id": rid, "mode": s.mode, "prompt_tokens": s.prompt_tokens, "tokens": s.tokens,
+                "id": rid, "mode": s.mode, "prompt_tokens": s.prompt_tokens, "tokens": o.completion_tokens,
                 "cycles": s.cycles, "tokens_per_cycle": s.tau, "acceptance_rate": s.acceptance_rate,
                 "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "finish_reason": o.finish_reason,
             })
             m = self._sums.setdefault(s.mode, dict.fromkeys(
                 ("requests", "tokens", "cycles", "tau_x_cycles", "acc_x_cycles", "decode_tokens", "decode_s"), 0))
             m["requests"] += 1
-            m["tokens"] += s.tokens
+            m["tokens"] += o.completion_tokens
             m["cycles"] += s.cycles
             m["tau_x_cycles"] += s.tau * s.cycles
             m["acc_x_cycles"] += s.acceptance_rate * s.cycles
@@ -293,22 +418,199 @@ def _totals(m: dict) -> dict:
 
 # ---- the app ----
 
-def preload(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None, progress=print) -> None:
-    """Load the pair on the worker thread now, so the first request does not wait for it."""
-    for item in worker.call(lambda prog: worker.pair(model, draft, prog)):
+def preload(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None, progress=print):
+    """Load the pair on the worker thread now (Status lines to `progress`); return it."""
+    pair = None
+    for item in worker.prepare(model, draft):
         if isinstance(item, Status):
             progress(item.message)
+        else:
+            pair = item
+    return pair
 
 
-def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None) -> FastAPI:
-    """The API app. `model`/`draft` are passed to `worker.pair` as given (None: the defaults)."""
-    model_id = model or BUILTIN_TARGET
-    names = {model_id, base_name(model_id)}
-    started = int(time.time())
-    metrics = Metrics()
-    app = FastAPI(title="DFlash", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.worker, app.state.metrics, app.state.model_id = worker, metrics, model_id
+def _off_loop(fn, *args) -> asyncio.Future:
+    """Await fn(*args) run on a daemon thread: waits on the worker never block the event loop,
+    and, unlike executor threads, never hold up the process's exit."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
 
+    def settle(result, error):
+        if not fut.done():
+            fut.set_exception(error) if error else fut.set_result(result)
+
+    def run():
+        try:
+            result, error = fn(*args), None
+        except Exception as e:
+            result, error = None, e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the event loop is gone: the server is shutting down
+            pass
+
+    threading.Thread(target=run, name="dflash-off-loop", daemon=True).start()
+    return fut
+
+
+def _empty_summary(cfg: GenerationConfig, prompt_tokens: int) -> Summary:
+    """The Summary of a generation asked for 0 tokens, which needs no model call."""
+    given = {"mode": cfg.mode, "prompt_tokens": prompt_tokens, "finish_reason": "length", "text": ""}
+    zero = {"int": 0, "float": 0.0, "str": ""}  # tuple fields: ()
+    return Summary(**{f.name: given.get(f.name, zero.get(f.type, ())) for f in fields(Summary) if f.init})
+
+
+class Service:
+    """What the routes share: the served pair's checks, metrics, and the jobs in flight."""
+
+    def __init__(self, worker: Worker, model: Optional[str], draft: Optional[str]):
+        self.worker, self.model, self.draft = worker, model, draft
+        self.model_id = public_name(model) or BUILTIN_TARGET
+        self.names = {self.model_id, base_name(self.model_id), model}
+        self.draft_id = public_name(draft or find_drafter(model or BUILTIN_TARGET))
+        self.metrics = Metrics()
+        self.jobs: set[Job] = set()
+        self.closing = False
+        self._served: Optional[Served] = None
+        self._loading = asyncio.Lock()
+        self._tokenizing = threading.Lock()  # one prompt at a time: bounded CPU next to the worker
+
+    def close(self) -> None:
+        """Cancel every generation (queued ones never start) and refuse new ones. Called from a
+        signal handler: no locks."""
+        self.closing = True
+        for job in list(self.jobs):
+            job.cancel()
+
+    async def served(self) -> Served:
+        async with self._loading:
+            if self._served is None:
+                try:
+                    pair = await _off_loop(preload, self.worker, self.model, self.draft, log.info)
+                except Exception as e:
+                    log.error("cannot load the served pair", exc_info=e)
+                    raise APIError(f"cannot load the served pair: {type(e).__name__}: {e}", 500) from None
+                self._served = Served.of(pair)
+        return self._served
+
+    def _encode(self, served: Served, prompt: Prompt, chat: bool) -> list[int]:
+        with self._tokenizing:
+            return served.encode(prompt, chat)
+
+    async def complete(self, request: Request, chat: bool):
+        if self.closing:
+            raise _shutting_down()
+        body = await _body(request)
+        _check_fields(body, chat)
+        prompt = _messages(body) if chat else _prompt(body)
+        name = _field(body, "model", "string")
+        if name is not None and name not in self.names:
+            raise APIError(f"model {name!r} is not served here (this server serves {self.model_id!r})",
+                           status=404, param="model", code="model_not_found")
+        p = _params(body, chat)
+        served = await self.served()
+        ids = await _off_loop(self._encode, served, prompt, chat)
+        served.check(ids, p.cfg, chat)
+        shape = _Shape(f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}", chat, self.model_id)
+        start = self._start if p.cfg.max_tokens else self._nothing
+        job, inbox = start(ids, p, shape.rid)
+        return await self._respond(request, shape, job, inbox, p.stream)
+
+    async def _respond(self, request: Request, shape: "_Shape", job: Job, inbox: asyncio.Queue, stream: bool):
+        """Wait for the whole generation (or, streaming, its start) unless the client leaves first."""
+        try:  # a job cancelled before it started ends "done" without a "start"
+            item = await _wait(request, inbox, ("start", "error", "done") if stream else ("error", "done"))
+        except BaseException:  # the handler is torn down
+            job.cancel()
+            raise
+        if item is None or item[0] != "start":
+            job.cancel()  # no-op once finished
+        if item is None:  # the client left; nobody reads this (nginx's "client closed request")
+            return Response(status_code=499)
+        kind, value = item
+        if kind == "error":
+            raise _as_api_error(value)
+        if kind == "start":
+            return StreamingResponse(_sse(shape, job, inbox), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        return shape.response(_finished(value))
+
+    def _start(self, ids: list[int], p: _Params, rid: str) -> tuple[Job, asyncio.Queue]:
+        """Queue the generation on the worker and a reader thread that feeds the returned inbox."""
+        loop, inbox = asyncio.get_running_loop(), asyncio.Queue()
+        job = self.worker.generate(ids, p.cfg, self.model, self.draft)
+        self.jobs.add(job)
+        if self.closing:
+            job.cancel()
+
+        def send(item):
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, item)
+            except RuntimeError:  # the event loop is gone: the server is shutting down
+                pass
+
+        def read():
+            try:
+                outcome = relay(job, p.stops, send)
+            except Exception as e:
+                if not isinstance(e, ValueError):
+                    log.error("generation %s failed", rid, exc_info=e)
+                self.metrics.error()
+                send(("error", e))
+                return
+            finally:
+                self.jobs.discard(job)
+            if outcome is not None:
+                self.metrics.record(rid, outcome)
+            send(("done", outcome))
+
+        threading.Thread(target=read, name=f"reader-{rid}", daemon=True).start()
+        return job, inbox
+
+    def _nothing(self, ids: list[int], p: _Params, rid: str) -> tuple[Job, asyncio.Queue]:
+        """max_tokens 0: the answer is known without queueing anything."""
+        outcome = Outcome("", "length", 0, _empty_summary(p.cfg, len(ids)))
+        self.metrics.record(rid, outcome)
+        inbox: asyncio.Queue = asyncio.Queue()
+        for item in (("start", len(ids)), ("done", outcome)):
+            inbox.put_nowait(item)
+        return Job(), inbox
+
+
+async def _wait(request: Request, inbox: asyncio.Queue, kinds: tuple[str, ...]) -> Optional[tuple]:
+    """The first inbox item of one of `kinds` (others are skipped), or None once the client has
+    disconnected: a client that gives up cancels its generation, queued or running."""
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        while True:
+            get = asyncio.ensure_future(inbox.get())
+            await asyncio.wait((get, gone), return_when=asyncio.FIRST_COMPLETED)
+            if not get.done():
+                get.cancel()
+                return None
+            if get.result()[0] in kinds:
+                return get.result()
+    finally:
+        gone.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body has been read: the server then
+    answers receive() only with a disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _finished(outcome: Optional[Outcome]) -> Outcome:
+    """The outcome to answer with; a generation cancelled while its client waits means shutdown."""
+    if outcome is None or outcome.finish_reason == "cancelled":
+        e = _shutting_down()
+        e.counted = True
+        raise e
+    return outcome
+
+
+def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request, e: APIError):
         if not e.counted:
@@ -325,106 +627,46 @@ def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str]
         metrics.error()
         return JSONResponse(_error_body(f"internal error: {type(e).__name__}: {e}", 500), status_code=500)
 
+
+def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None) -> FastAPI:
+    """The API app. `model`/`draft` are passed to the worker as given (None: the defaults)."""
+    api = Service(worker, model, draft)
+    app = FastAPI(title="DFlash", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.api = api
+    _add_error_handlers(app, api.metrics)
+    started = int(time.time())
+
     @app.get("/v1/models")
     async def models():
         return {"object": "list", "data": [{
-            "id": model_id, "object": "model", "created": started, "owned_by": "dflash",
-            "dflash": {"draft": draft or find_drafter(model_id)}}]}
+            "id": api.model_id, "object": "model", "created": started, "owned_by": "dflash",
+            "dflash": {"draft": api.draft_id}}]}
 
     @app.get("/metrics")
     async def get_metrics():
-        return metrics.snapshot()
+        return api.metrics.snapshot()
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        body = await _body(request)
-        return await _complete(body, _messages(body), chat=True)
+        return await api.complete(request, chat=True)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        body = await _body(request)
-        return await _complete(body, _prompt(body), chat=False)
-
-    async def _complete(body: dict, prompt: Prompt, chat: bool):
-        name = _field(body, "model", "string")
-        if name is not None and name not in names:
-            raise APIError(f"model {name!r} is not served here (this server serves {model_id!r})",
-                           status=404, param="model", code="model_not_found")
-        p = _params(body, chat)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
-        job, inbox = _start(p, prompt, rid)
-        kind, value = await inbox.get()
-        if kind == "error":
-            job.cancel()
-            raise _as_api_error(value)
-        shape = _Shape(rid, chat, model_id)
-        if p.stream:
-            return StreamingResponse(_sse(shape, job, inbox), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        try:
-            while (item := await inbox.get())[0] == "text":
-                pass
-        finally:
-            job.cancel()  # no-op once finished; stops the engine if this handler is torn down
-        kind, value = item
-        if kind == "error":
-            raise _as_api_error(value)
-        return shape.response(value)
-
-    def _start(p: _Params, prompt: Prompt, rid: str) -> tuple[Job, asyncio.Queue]:
-        """Queue the generation on the worker and a reader thread that feeds the returned inbox."""
-        loop, inbox, job = asyncio.get_running_loop(), asyncio.Queue(), Job()
-
-        def work(progress):
-            if job.cancelled.is_set():  # the client left while the request waited in the queue
-                return iter(())
-            pair = worker.pair(model, draft, progress)
-            return engine_stream(pair, encode(pair, prompt), p.cfg, cancel=job.cancelled)
-
-        def send(item):
-            try:
-                loop.call_soon_threadsafe(inbox.put_nowait, item)
-            except RuntimeError:  # the event loop is gone: the server is shutting down
-                pass
-
-        def read():
-            try:
-                outcome = relay(job, p.stops, send)
-            except Exception as e:
-                if not isinstance(e, ValueError):
-                    log.error("generation %s failed", rid, exc_info=e)
-                metrics.error()
-                send(("error", e))
-                return
-            if outcome is not None:
-                metrics.record(rid, outcome)
-            send(("done", outcome))
-
-        worker.call(work, job)
-        threading.Thread(target=read, name=f"reader-{rid}", daemon=True).start()
-        return job, inbox
+        return await api.complete(request, chat=False)
 
     return app
 
 
 def _as_api_error(e: Exception) -> APIError:
     """A generation's error, as the reader thread counted it: ValueError means a bad request."""
-    if isinstance(e, ValueError):  # the engine or the loader refusing this request's input
+    if isinstance(e, APIError):
+        return e
+    if isinstance(e, ValueError):  # the engine refusing this request's input
         err = APIError(str(e), 400)
     else:
         err = APIError(f"generation failed: {type(e).__name__}: {e}", 500)
     err.counted = True
     return err
-
-
-async def _body(request: Request) -> dict:
-    try:
-        body = json.loads(await request.body())
-    except ValueError as e:
-        raise APIError(f"the request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise APIError("the request body must be a JSON object")
-    return body
 
 
 class _Shape:
@@ -475,29 +717,45 @@ async def _sse(shape: _Shape, job: Job, inbox: asyncio.Queue):
             kind, value = await inbox.get()
             if kind == "text":
                 yield _event(shape.chunk(value))
-            elif kind == "done":
-                yield _event(shape.chunk(None, value))
-                break
-            elif kind == "error":
-                e = _as_api_error(value)
-                yield _event(_error_body(str(e), e.status))
-                break
+                continue
+            try:
+                if kind == "error":
+                    raise _as_api_error(value)
+                yield _event(shape.chunk(None, _finished(value)))
+            except APIError as e:
+                yield _event(_error_body(str(e), e.status, e.param, e.code))
+            break
         yield "data: [DONE]\n\n"
     finally:
         job.cancel()
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server; on SIGTERM or Ctrl-C it first cancels every generation (queued ones
+    never start), so open requests end at once (503) and the process exits promptly."""
+
+    def handle_exit(self, sig, frame) -> None:
+        api = getattr(getattr(self.config.app, "state", None), "api", None)
+        if api is not None:
+            api.close()
+        super().handle_exit(sig, frame)
+
+
+def run(app: FastAPI, host: str, port: int, **kw) -> None:
+    """Serve `app` (create_app's, maybe with the UI mounted on it) until SIGTERM or Ctrl-C."""
+    Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw)).run()
 
 
 def main(argv=None) -> int:
     from .cli import add_model_args
 
     p = argparse.ArgumentParser(prog="python -m dflash serve",
-                                description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair.")
+                                description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
+                                            "(limits and errors: docs/api.md).")
     add_model_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     a = p.parse_args(argv)
-
-    import uvicorn
 
     worker = Worker()
     try:
@@ -505,5 +763,5 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    uvicorn.run(create_app(worker, a.model, a.draft), host=a.host, port=a.port)
+    run(create_app(worker, a.model, a.draft), a.host, a.port)
     return 0

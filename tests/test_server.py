@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -13,15 +14,15 @@ import requests
 import uvicorn
 
 from dflash.registry import BUILTIN_DRAFTER
-from dflash.server import StopCutter, create_app
+from dflash.server import MAX_BODY_BYTES, StopCutter, create_app
 from dflash.worker import Worker
 from tests.tiny import tiny_drafter, tiny_pair
 
 
-def _serve(app):
+def _serve(app, server_class=uvicorn.Server):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server = server_class(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -55,6 +56,10 @@ def sse(url, path, **body):
     return [json.loads(l[6:]) for l in lines[:-1]]
 
 
+def metrics(url):
+    return requests.get(url + "/metrics", timeout=10).json()
+
+
 def streamed_text(chunks, chat):
     if chat:
         return "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
@@ -64,6 +69,23 @@ def streamed_text(chunks, chat):
 def test_models(url):
     data = requests.get(url + "/v1/models", timeout=10).json()["data"]
     assert [m["id"] for m in data] == ["tiny-llama"]
+
+
+@pytest.mark.parametrize("names", [(None, None), ("{tmp}/My-Model", "{tmp}/my-drafter")])
+def test_models_show_no_paths_of_this_machine(tmp_path, names):
+    model, draft = (n and n.format(tmp=tmp_path) for n in names)
+    server, thread, base = _serve(create_app(Worker(loader=None), model, draft))
+    try:
+        text = requests.get(base + "/v1/models", timeout=10).text
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    (m,) = json.loads(text)["data"]
+    assert str(tmp_path) not in text and str(BUILTIN_DRAFTER.parent) not in text
+    if model:
+        assert (m["id"], m["dflash"]["draft"]) == ("My-Model", "my-drafter")
+    else:
+        assert m["dflash"]["draft"] == BUILTIN_DRAFTER.name
 
 
 def test_completion_and_chat_streaming_equal_whole(url):
@@ -105,6 +127,8 @@ def test_stop_strings(url):
         else:
             r = post(url, "/v1/completions", prompt="abc", max_tokens=30, stop=[stop, "never"]).json()
             text, finish = r["choices"][0]["text"], r["choices"][0]["finish_reason"]
+            rec = next(x for x in metrics(url)["requests"] if x["id"] == r["id"])
+            assert rec["tokens"] == r["usage"]["completion_tokens"] < r["dflash"]["tokens"]
         assert (text, finish) == (cut, "stop")
     # a stop string that starts like the output but never completes: all text, held back then sent
     chunks = sse(url, "/v1/completions", prompt="abc", max_tokens=30, stop=full[-3:] + "#")
@@ -137,10 +161,28 @@ BAD = [  # (path, body, status, param)
     ("/v1/completions", {"prompt": "x", "mode": "fast"}, 400, "mode"),
     ("/v1/completions", {"prompt": "x", "n": 2}, 400, "n"),
     ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, 404, "model"),
-    ("/v1/completions", {"prompt": "x", "block_size": 99}, 400, None),  # engine: drafter's block 8
-    ("/v1/completions", {"prompt": [1000]}, 400, None),  # outside the vocabulary
+    ("/v1/completions", {"prompt": "x", "block_size": 99}, 400, "block_size"),  # drafter's block: 8
+    ("/v1/completions", {"prompt": [1000]}, 400, "prompt"),  # outside the vocabulary
     ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8}, 400, None),  # past the context
     ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8, "stream": True}, 400, None),
+    # not Unicode text, and too deep: bad input, not a server fault
+    ("/v1/completions", '{"prompt": "hi \\ud800 there"}', 400, "prompt"),
+    ("/v1/completions", '{"prompt": "hi \\udfff", "stream": true}', 400, "prompt"),
+    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "a\\ud800"}]}', 400,
+     "messages[0].content"),
+    ("/v1/completions", "[" * 100000 + "]" * 100000, 400, None),
+    ("/v1/completions", '{"prompt": "x", "metadata": ' + "[" * 40 + "]" * 40 + "}", 400, None),
+    ("/v1/completions", '{"prompt": "' + "x" * (MAX_BODY_BYTES + 1) + '"}', 413, None),
+    # what we cannot honour is refused by name, never silently ignored
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True}, 400, "logprobs"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
+     400, "tools"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "response_format": {"type": "json_object"}}, 400, "response_format"),
+    ("/v1/completions", {"prompt": "x", "logprobs": 0}, 400, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "echo": True}, 400, "echo"),
+    ("/v1/completions", {"prompt": "x", "presence_penalty": 0.5}, 400, "presence_penalty"),
+    ("/v1/completions", {"prompt": "x", "max_token": 5}, 400, "max_token"),  # a typo, not ignored
 ]
 
 
@@ -154,6 +196,10 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(url):
         assert set(err) == {"message", "type", "param", "code"} and err["message"]
         assert err["type"] == "invalid_request_error" and err["param"] == param, (body, err)
     assert requests.get(url + "/v1/nothing", timeout=10).json()["error"]["message"]
+    seed = post(url, "/v1/completions", prompt="x", seed=2**64).json()["error"]["message"]
+    ten = post(url, "/v1/completions", prompt="x", max_tokens="ten").json()["error"]["message"]
+    assert "0..2**63-1" in seed and "must be an integer" in ten, (seed, ten)  # the engine's range
+    before += 2
     assert requests.get(url + "/metrics", timeout=10).json()["totals"]["errors"] == before + len(BAD)
     assert post(url, "/v1/completions", prompt="x", max_tokens=4).json()["usage"]["completion_tokens"] == 4
 
@@ -197,6 +243,100 @@ def test_client_disconnect_cancels_generation(url):
         time.sleep(0.02)
     assert recs[0]["finish_reason"] == "cancelled" and recs[0]["tokens"] < 400
     assert post(url, "/v1/completions", prompt="x", max_tokens=4).status_code == 200
+
+
+def slow_loader(started: threading.Event):
+    """A tiny pair whose target takes 50 ms a step: a 400-token generation runs for 20 s, so a
+    test can act while it runs (`started` is set at its first step)."""
+    def loader(model, draft, progress):
+        pair = tiny_pair("llama", tiny_drafter())
+        forward = pair.target.forward
+
+        def slow(*args, **kw):
+            started.set()
+            time.sleep(0.05)
+            return forward(*args, **kw)
+
+        pair.target.forward = slow
+        return pair
+    return loader
+
+
+@pytest.fixture(scope="module")
+def slow():
+    started = threading.Event()
+    server, thread, base = _serve(create_app(Worker(loader=slow_loader(started)), model="tiny-llama"))
+    yield base, started
+    server.should_exit = True
+    thread.join(10)
+
+
+LONG = {"prompt": "long", "max_tokens": 400, "mode": "target"}
+
+
+def record(base, rid=None, after=None):
+    """The /metrics record of request `rid` (or of the first request after `after` requests),
+    waiting until the generation has ended."""
+    for _ in range(3000):
+        m = metrics(base)
+        recs = [x for x in m["requests"] if x["id"] == rid] if rid else (
+            m["requests"][after - m["totals"]["requests"]:] if m["totals"]["requests"] > after else [])
+        if recs:
+            return recs[0]
+        time.sleep(0.02)
+    raise AssertionError("no record")
+
+
+def test_non_streaming_client_that_leaves_cancels_its_generation(slow):
+    base, started = slow
+    before = metrics(base)["totals"]["requests"]
+    started.clear()
+    host, port = base.removeprefix("http://").split(":")
+    body = json.dumps(LONG).encode()
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert started.wait(60)
+    rec = record(base, after=before)
+    assert rec["finish_reason"] == "cancelled" and rec["tokens"] < 400
+
+
+def test_refusals_and_empty_answers_do_not_wait_for_the_worker(slow):
+    """Checked before queueing: answered while another generation holds the worker."""
+    base, _ = slow
+    with requests.post(base + "/v1/completions", json={**LONG, "stream": True}, stream=True, timeout=60) as busy:
+        rid = json.loads(next(l for l in busy.iter_lines() if l.startswith(b"data: "))[6:])["id"]
+        for body, param in [({"prompt": "x" * 600}, None), ({"prompt": "x", "block_size": 99}, "block_size"),
+                            ({"prompt": [1000]}, "prompt")]:
+            r = post(base, "/v1/completions", **body)
+            assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+        empty = post(base, "/v1/completions", prompt="x", max_tokens=0).json()
+        assert empty["choices"][0]["text"] == "" and empty["choices"][0]["finish_reason"] == "length"
+        assert empty["usage"] == {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}
+    assert record(base, rid)["finish_reason"] == "cancelled"  # the busy one was still running
+
+
+def test_sigterm_ends_open_requests_and_the_server():
+    from dflash.server import Server
+
+    app = create_app(Worker(loader=slow_loader(threading.Event())), model="tiny-llama")
+    server, thread, base = _serve(app, Server)
+    with ThreadPoolExecutor(1) as pool, \
+            requests.post(base + "/v1/completions", json={**LONG, "stream": True}, stream=True, timeout=60) as running:
+        lines = (l for l in running.iter_lines() if l.startswith(b"data: "))
+        next(lines)
+        queued = pool.submit(post, base, "/v1/completions", **LONG)
+        for _ in range(3000):  # until the second request waits behind the first
+            if len(app.state.api.jobs) == 2:
+                break
+            time.sleep(0.01)
+        server.handle_exit(signal.SIGTERM, None)
+        rest = list(lines)
+        r = queued.result(60)
+    assert json.loads(rest[-2][6:])["error"]["code"] == "shutting_down" and rest[-1] == b"data: [DONE]"
+    assert r.status_code == 503 and r.json()["error"]["code"] == "shutting_down"
+    thread.join(60)
+    assert not thread.is_alive()
 
 
 def test_server_fault_is_5xx_and_not_fatal():
