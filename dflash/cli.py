@@ -58,6 +58,8 @@ def generate_main(argv=None) -> int:
 
     log = (lambda m: print(m, file=sys.stderr))
     try:
+        if not a.prompt.strip():
+            raise ValueError("the prompt is empty")
         cfg = config_from_args(a, a.mode).validate()
         pair = load_pair(a.model, a.draft, a.mode, progress=log)
         ids = encode_prompt(pair.tokenizer, a.prompt, not a.no_chat_template)
@@ -72,9 +74,16 @@ def generate_main(argv=None) -> int:
                       f"acceptance {ev.acceptance_rate:.0%}, decode {ev.decode_tok_s:.1f} tok/s, "
                       f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}", file=sys.stderr)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     return 0
+
+
+def fail(e: Exception) -> int:
+    """Bad input: one line on stderr (the first of the message), exit status 2."""
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
+    print(f"error: {lines[0]}{more}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None) -> None:

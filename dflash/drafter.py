@@ -28,6 +28,46 @@ def default_taps(num_target_layers: int, num_taps: int = 5) -> list[int]:
     return [round(lo + i * (hi - lo) / (num_taps - 1)) for i in range(num_taps)]
 
 
+MAX_BLOCK_SIZE = 64
+_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "vocab_size", "num_target_layers", "head_dim", "max_position_embeddings")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_config(cfg: dict) -> None:
+    """Raise a one-line ValueError naming the first value of a drafter config.json that cannot
+    run: a block of 0 or 1 would silently verify nothing, a string size would fail deep inside."""
+    for key in _SIZES:
+        if cfg.get(key) is not None and not (_is_int(cfg[key]) and cfg[key] > 0):
+            raise ValueError(f"drafter config.json: {key} must be a positive integer (got {cfg[key]!r})")
+    block = cfg.get("block_size", 16)
+    if not (_is_int(block) and 2 <= block <= MAX_BLOCK_SIZE):
+        raise ValueError(f"drafter config.json: block_size must be an integer in 2..{MAX_BLOCK_SIZE} (got {block!r})")
+    for key in ("rms_norm_eps", "rope_theta"):
+        v = cfg.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+            raise ValueError(f"drafter config.json: {key} must be a positive number (got {v!r})")
+    heads, kv = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
+    if heads and kv and heads % kv:
+        raise ValueError(f"drafter config.json: num_attention_heads ({heads}) must be a multiple of "
+                         f"num_key_value_heads ({kv})")
+    for key in ("dflash_config", "rope_parameters"):
+        if not isinstance(cfg.get(key) or {}, dict):
+            raise ValueError(f"drafter config.json: {key} must be an object")
+
+
+def _check_ids(taps, mask, num_target_layers: int, vocab_size: int) -> None:
+    if not taps or not all(_is_int(t) and 0 <= t < num_target_layers for t in taps):
+        raise ValueError(f"drafter config.json: dflash_config.target_layer_ids must be layer ids in "
+                         f"0..{num_target_layers - 1} (got {taps!r})")
+    if not (_is_int(mask) and 0 <= mask < vocab_size):
+        raise ValueError(f"drafter config.json: dflash_config.mask_token_id must be a token id in "
+                         f"0..{vocab_size - 1} (got {mask!r})")
+
+
 @dataclass
 class DrafterArgs:
     hidden_size: int
@@ -63,9 +103,11 @@ class DrafterArgs:
             "rms_norm_eps", "rope_theta", "rope_scaling", "max_position_embeddings",
             "attention_bias", "layer_types", "sliding_window", "dflash_config", "rope_parameters",
         }
+        check_config(cfg)
         try:
             n_target = cfg["num_target_layers"]
             taps = dc.get("target_layer_ids") or default_taps(n_target)
+            _check_ids(taps, dc["mask_token_id"], n_target, cfg["vocab_size"])
             scaling = cfg.get("rope_scaling")
             if scaling is None and rope.get("rope_type", "default") != "default":
                 scaling = rope
@@ -342,6 +384,8 @@ def load_drafter(path: str | Path, dtype: Optional[mx.Dtype] = None) -> Drafter:
         cfg = json.loads(cfg_file.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"drafter config.json in {path} is not valid JSON: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"drafter config.json in {path} is not a JSON object")
     args = DrafterArgs.from_config(cfg)
     model = Drafter(args)
     weights: dict[str, Any] = {}

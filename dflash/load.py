@@ -86,16 +86,13 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
         path = ensure_builtin_target(progress=progress)
     else:
         path = resolve(model, "target", progress)
-    cfg_file = path / "config.json"
-    if not cfg_file.is_file():
-        raise ValueError(f"target {model!r} has no config.json")
-    model_type = json.loads(cfg_file.read_text()).get("model_type")
-    if model_type not in SUPPORTED_FAMILIES:
-        raise ValueError(
-            f"target {model!r} is a {model_type!r} model; supported families: "
-            f"{', '.join(SUPPORTED_FAMILIES)}")
+    model_type = _target_type(model, path)
     progress(f"loading target {model}")
-    lm, tokenizer = load(str(path))
+    try:
+        lm, tokenizer = load(str(path))
+    except Exception as e:  # mlx-lm / transformers: missing tokenizer files, weights of another shape...
+        lines = str(e).strip().splitlines() or [""]
+        raise ValueError(f"cannot load target {model!r}: {type(e).__name__}: {lines[0][:300]}") from None
     if dtype == "auto":
         dtype = _auto_dtype(lm)
     if dtype == "float32":
@@ -106,6 +103,29 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
         lm.set_dtype(mx.float32)
         mx.eval(lm.parameters())
     return lm, tokenizer, model_type
+
+
+def _target_type(model: str, path: Path) -> str:
+    """The model_type of a target directory, refusing what mlx-lm would fail on with a traceback."""
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"target {model!r} has no config.json")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except ValueError as e:
+        raise ValueError(f"target {model!r}: config.json is not valid JSON: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"target {model!r}: config.json is not a JSON object")
+    if "dflash_config" in cfg or "DFlashDraftModel" in (cfg.get("architectures") or ()):
+        raise ValueError(f"target {model!r} is a DFlash drafter, not a target model")
+    model_type = cfg.get("model_type")
+    if model_type not in SUPPORTED_FAMILIES:
+        raise ValueError(
+            f"target {model!r} is a {model_type!r} model; supported families: "
+            f"{', '.join(SUPPORTED_FAMILIES)}")
+    if not any(path.glob("*.safetensors")):
+        raise ValueError(f"target {model!r} has no *.safetensors weights in {path}")
+    return model_type
 
 
 def _auto_dtype(lm) -> str:

@@ -747,7 +747,7 @@ def run(app: FastAPI, host: str, port: int, **kw) -> None:
 
 
 def main(argv=None) -> int:
-    from .cli import add_model_args
+    from .cli import add_model_args, fail
 
     p = argparse.ArgumentParser(prog="python -m dflash serve",
                                 description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
@@ -761,7 +761,6 @@ def main(argv=None) -> int:
     try:
         preload(worker, a.model, a.draft, progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (ValueError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     run(create_app(worker, a.model, a.draft), a.host, a.port)
     return 0

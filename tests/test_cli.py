@@ -1,6 +1,7 @@
 """`python -m dflash generate` end to end on a tiny model saved to disk."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -47,3 +48,64 @@ def test_text_mode_and_errors(dirs):
     assert missing.returncode == 2 and "neither a directory nor a Hub repo id" in missing.stderr
     unpaired = generate("--model", str(model), "--prompt", "t5")
     assert unpaired.returncode == 2 and "no known DFlash drafter" in unpaired.stderr
+
+
+def one_error_line(r) -> str:
+    """Bad input: exit 2, no traceback, and the error is one line, the last one on stderr."""
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert lines[-1].startswith("error: ") and sum(l.startswith("error") for l in lines) == 1, r.stderr[-2000:]
+    return lines[-1]
+
+
+def test_empty_prompt_is_refused_before_loading(dirs):
+    model, drafter = dirs
+    for prompt in ("", "  \n"):
+        r = generate("--model", str(model), "--draft", str(drafter), "--prompt", prompt)
+        assert "prompt is empty" in one_error_line(r) and len(r.stderr.strip().splitlines()) == 1
+
+
+def edited_drafter(drafter, path, **changes):
+    """A copy of `drafter` with its config.json changed (None removes a key)."""
+    shutil.copytree(drafter, path)
+    cfg = json.loads((path / "config.json").read_text())
+    for k, v in changes.items():
+        cfg.pop(k) if v is None else cfg.__setitem__(k, v)
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+def test_unusable_model_or_drafter_exits_2_with_one_line(dirs, tmp_path):
+    model, drafter = dirs
+    config_only = tmp_path / "config-only"
+    config_only.mkdir()
+    shutil.copy(model / "config.json", config_only)
+    cases = [  # (--model, --draft, what the error says)
+        (config_only, drafter, "no *.safetensors"),
+        (drafter, drafter, "is a DFlash drafter, not a target"),
+        (model, edited_drafter(drafter, tmp_path / "abc", hidden_size="abc"), "hidden_size must be a positive integer"),
+        (model, edited_drafter(drafter, tmp_path / "b1", block_size=1), "block_size must be an integer in 2..64"),
+    ]
+    for m, d, says in cases:
+        r = generate("--model", str(m), "--draft", str(d), "--prompt", "t5", "--max-tokens", "2")
+        assert says in one_error_line(r), (m, d, r.stderr[-500:])
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"block_size": 0}, "block_size must be an integer in 2..64"),
+    ({"block_size": 65}, "block_size must be an integer in 2..64"),
+    ({"block_size": "8"}, "block_size must be an integer in 2..64"),
+    ({"hidden_size": 0}, "hidden_size must be a positive integer"),
+    ({"num_hidden_layers": 2.5}, "num_hidden_layers must be a positive integer"),
+    ({"num_key_value_heads": 3}, "num_attention_heads (4) must be a multiple of num_key_value_heads (3)"),
+    ({"rms_norm_eps": "tiny"}, "rms_norm_eps must be a positive number"),
+    ({"dflash_config": {"mask_token_id": 63, "target_layer_ids": [0, 4]}}, "target_layer_ids"),
+    ({"dflash_config": {"mask_token_id": 64, "target_layer_ids": [0, 2]}}, "mask_token_id"),
+    ({"dflash_config": [1]}, "dflash_config must be an object"),
+])
+def test_drafter_config_is_checked(dirs, tmp_path, changes, says):
+    from dflash.drafter import load_drafter
+
+    with pytest.raises(ValueError) as e:
+        load_drafter(edited_drafter(dirs[1], tmp_path / "d", **changes))
+    assert says in str(e.value) and "\n" not in str(e.value)
