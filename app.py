@@ -4,35 +4,53 @@
     python app.py --model DIR_OR_HUB_ID --draft DIR_OR_HUB_ID --port 7860
 
 Both runs go through the one MLX worker thread, one after the other, so each speed is the run's
-own. Everything shown is a view of the engine's events (`dflash/ui.py`). When `dflash/server.py`
-exists, its OpenAI-compatible API is served by the same process, on the same loaded models.
+own; "Replay race" then plays both at their recorded times (`dflash/replay.py`). Everything shown
+is a view of the engine's events (`dflash/ui.py`). The OpenAI-compatible API (`dflash/server.py`)
+is served by the same process, on the same loaded pair. Guide: docs/playground.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 import traceback
 from dataclasses import asdict, replace
-from time import monotonic
-from typing import Optional
+from pathlib import Path
+from time import monotonic, sleep
+from types import SimpleNamespace
+from typing import Iterator, Optional
 
 import gradio as gr
 
-from dflash.config import DEFAULT_BLOCK_SIZE, GenerationConfig, default_block_size
+from dflash.config import DEFAULT_BLOCK_SIZE, MAX_TOKENS_LIMIT, GenerationConfig, default_block_size
 from dflash.events import Summary
 from dflash.load import encode_prompt
-from dflash.registry import ASSETS, BUILTIN_DRAFTER, BUILTIN_TARGET, PICKER
-from dflash.ui import (CSS, LABELS, Run, acceptance_histogram, cycles_chart, metrics_html, pane_html,
-                       position_chart, race_chart, verdict_html)
+from dflash.registry import ASSETS, PICKER, find_drafter, supported_bases
+from dflash.replay import SPEEDS, at, duration, schedule
+from dflash.ui import (CSS, LABELS, Race, Run, acceptance_histogram, cycles_chart, metrics_html, named_ids,
+                       pane_html, pane_state, position_chart, race_chart, race_views, results_markdown,
+                       verdict_html)
 from dflash.verdict import first_divergence, logit_margin
 from dflash.worker import Status, Worker
 
 PANE_EVERY, CHART_EVERY = 0.2, 0.5  # seconds between streamed updates (UI-NOTES: throttle)
-MAX_NEW_TOKENS = 1024
+REPLAY_EVERY, REPLAY_CHART_FRAMES = 0.1, 3  # a replay's frame interval; the race chart's cursor every 3rd
+HISTORY = 20  # races a session keeps for replay
 CUSTOM = "Custom target + drafter…"
-OUTPUTS = ("status", "target", "dflash", "verdict", "metrics", "race", "cycles", "hist", "pos", "data")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+EXAMPLES = {"target": "mlx-community/Qwen3-4B-4bit", "drafter": "z-lab/Qwen3-4B-DFlash-b16"}
+CUSTOM_OFF = ("Custom models are off on this server: pick a pair from the list (whoever started the app "
+              "can allow custom paths with --allow-custom-models).")
+NO_NETWORK = ("No network: a Hub pair downloads once, then works offline. The embedded pair always works "
+              "offline: pick it, or try again when this machine is online.")
+
+# what each handler writes (names of the components in `build_demo`)
+VIEWS = ("status", "target", "dflash", "verdict", "metrics", "race", "cycles", "hist", "pos", "data")
+RUN_OUT = VIEWS + ("history", "past", "model", "loaded")
+CHOOSE_OUT = ("status", "model", "loaded")
 
 FALLBACK_PRESETS = {
     "chat": "What are three simple ways to get better sleep? Keep it short.",
@@ -63,15 +81,14 @@ def load_presets() -> dict[str, str]:
     return presets
 
 
-def model_choices(model: Optional[str], draft: Optional[str]) -> dict[str, Optional[tuple]]:
-    """Picker label -> (model, draft) as given to the worker. The embedded pair is (None, None),
-    the key the app (and the API server) load at startup, so that one load serves all."""
-    embedded = (BUILTIN_TARGET, str(BUILTIN_DRAFTER))
-    choices = {label: (None, None) if pair == embedded else pair for label, pair in PICKER.items()}
+def model_choices(model: Optional[str], draft: Optional[str], allow_custom: bool = True) -> dict[str, Optional[tuple]]:
+    """Picker label -> (model, draft) as given to the worker (which keys pairs by `pair_key`, so the
+    embedded pair picked here is the pair the app and its API loaded at startup)."""
+    choices = dict(PICKER)
     if model or draft:
         choices = {f"Started with: {model or 'embedded target'} + {draft or 'registry drafter'}":
                    (model, draft), **choices}
-    return {**choices, CUSTOM: None}
+    return {**choices, CUSTOM: None} if allow_custom else choices
 
 
 def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False) -> GenerationConfig:
@@ -83,8 +100,8 @@ def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=F
         temp = float(temperature)
     except (TypeError, ValueError):
         raise ValueError("Max new tokens, block size and seed must be whole numbers, temperature a number.") from None
-    if not 1 <= n <= MAX_NEW_TOKENS:
-        raise ValueError(f"Max new tokens must be in 1..{MAX_NEW_TOKENS} (got {n}).")
+    if not 1 <= n <= MAX_TOKENS_LIMIT:
+        raise ValueError(f"Max new tokens must be in 1..{MAX_TOKENS_LIMIT} (got {n}).")
     if not 2 <= b <= 64:
         raise ValueError(f"Block size must be in 2..64 (got {b}).")
     if s < 0:
@@ -92,68 +109,260 @@ def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=F
     return GenerationConfig("target", n, b, temp, 1.0, s, adaptive=bool(adaptive)).validate()
 
 
+def explain(e: Exception) -> str:
+    """An error as something the user can act on (a Hub library's whole message is not)."""
+    names, x = set(), e
+    while x is not None and len(names) < 16:
+        names.add(type(x).__name__)
+        x = x.__cause__ or x.__context__
+    if names & {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectError", "ConnectionError",
+                "ConnectTimeout", "ReadTimeout"}:
+        return NO_NETWORK
+    if names & {"RepositoryNotFoundError", "GatedRepoError"}:
+        return "That Hub repository does not exist or needs a login: check the id."
+    lines = str(e).strip().splitlines()
+    message = lines[0] if lines else type(e).__name__
+    return message if len(message) <= 300 else message[:300] + "…"
+
+
+def machine_name() -> str:
+    """The device the runs are timed on, for the copied results."""
+    import mlx.core as mx
+
+    try:
+        name = mx.device_info().get("device_name") or ""
+    except Exception:
+        name = ""
+    dev = mx.default_device()
+    return f"{name or 'unknown device'} ({'CPU' if dev.type == mx.cpu else 'GPU'}, {os.cpu_count()} cores, " \
+           f"MLX {mx.__version__})"
+
+
 class Control:
     """One session's running request: Stop sets the flag; the worker checks it between cycles."""
 
-    def __init__(self):
+    def __init__(self, kind: str = "run"):
+        self.kind = kind
         self.stopped = False
+        self.superseded = False  # another request of this session took the panes over
         self.job = None
 
-    def cancel(self) -> None:
+    def cancel(self, superseded: bool = False) -> None:
         self.stopped = True
+        self.superseded = self.superseded or superseded
         if self.job is not None:
             self.job.cancel()
 
 
-def frame(**changed) -> tuple:
-    """One streamed update: the given outputs, gr.skip() for the others."""
-    return tuple(changed.get(name, gr.skip()) for name in OUTPUTS)
+class Turns:
+    """First come, first served: one session at a time uses the worker (a race is two runs that
+    must not interleave with another session's); the others see their place in line."""
+
+    def __init__(self):
+        self._line: list[Control] = []
+        self._cond = threading.Condition()
+
+    def wait(self, ctl: Control, every: float = 0.5) -> Iterator[int]:
+        """Yield how many are ahead of `ctl` until it is first in line (or stopped)."""
+        with self._cond:
+            self._line.append(ctl)
+        while True:
+            with self._cond:
+                ahead = self._line.index(ctl)
+            if ahead == 0 or ctl.stopped:
+                return
+            yield ahead
+            with self._cond:
+                self._cond.wait_for(lambda: self._line.index(ctl) < ahead or ctl.stopped, timeout=every)
+
+    def leave(self, ctl: Control) -> None:
+        with self._cond:
+            if ctl in self._line:
+                self._line.remove(ctl)
+                self._cond.notify_all()
 
 
-def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None) -> gr.Blocks:
-    """The playground's Blocks. `model` / `draft`: the pair the app started with (None: embedded)."""
-    presets = load_presets()
-    choices = model_choices(model, draft)
-    active: dict[str, Control] = {}
+def frame(names=RUN_OUT, **changed) -> tuple:
+    """One streamed update of the outputs `names`: the given values, gr.skip() for the others."""
+    return tuple(changed.get(name, gr.skip()) for name in names)
 
-    def prepare(pair_key):
-        """Load the pair on the worker (Status lines on the way); returns a decode(id) function."""
-        tokenizer = None
-        for item in worker.call(lambda progress: worker.pair(*pair_key, progress).tokenizer):
-            if isinstance(item, Status):
-                yield frame(status=f"⏳ {item.message}")
-            else:
-                tokenizer = item
-        return lambda i: tokenizer.decode([i])
 
-    def race(ctl, prompt, cfg, chat, pair_key):
-        """Target-only, then DFlash, on the one worker (each timed alone), then the verdict."""
+def history_update(history: list[Race]) -> dict:
+    labels = [f"#{len(history) - i}: {race_label(r)}" for i, r in enumerate(history)]
+    return gr.update(choices=labels, value=labels[0] if labels else None)
+
+
+def race_label(race: Race) -> str:
+    speedup = race.speedup()
+    how = f"{speedup:.2f}×" if speedup else "stopped" if race.stopped else "–"
+    prompt = " ".join(race.prompt.split())
+    return f"{how}, {race.dflash.n_tokens or race.target.n_tokens} tokens, “{prompt[:40]}”"
+
+
+def final_status(race: Race) -> str:
+    if race.stopped:
+        return "■ Stopped. The panes show what was produced; Replay race plays it back."
+    status = "✓ Done."
+    if race.speedup():
+        status += f" DFlash decoded at {race.speedup():.2f}× the target-only speed"
+        status += "; outputs identical." if race.divergence is None else f"; outputs differ from token {race.divergence}."
+    return status
+
+
+class Playground:
+    """The playground's handlers, apart from the layout so that tests can call them directly.
+
+    `choices`: picker label -> (model, draft); `allow_custom`: whether a client may name its own
+    target / drafter (a directory on this machine or any Hub id)."""
+
+    def __init__(self, worker: Worker, choices: dict, allow_custom: bool, machine: str = ""):
+        self.worker, self.choices, self.allow_custom = worker, choices, allow_custom
+        self.machine = machine or machine_name()
+        self.turns = Turns()
+        self.active: dict[str, Control] = {}
+
+    # ---- sessions --------------------------------------------------------------------------
+
+    def _begin(self, request, kind: str) -> Control:
+        """The session's new request; a replay never interrupts a run, a run ends a replay."""
+        session = getattr(request, "session_hash", None)
+        old = self.active.get(session)
+        if old is not None and not old.stopped:
+            if kind == "replay" and old.kind != "replay":
+                raise ValueError("A run is in progress: replay it when it ends (or press Stop).")
+            old.cancel(superseded=True)
+        ctl = self.active[session] = Control(kind)
+        return ctl
+
+    def _end(self, request, ctl: Control) -> None:
+        self.turns.leave(ctl)
+        ctl.cancel()  # only sets flags: this may run on the event loop (UI-NOTES)
+        session = getattr(request, "session_hash", None)
+        if self.active.get(session) is ctl:
+            del self.active[session]
+
+    def stop(self, request: gr.Request = None) -> None:
+        ctl = self.active.get(getattr(request, "session_hash", None))
+        if ctl is not None:
+            ctl.cancel()
+
+    def _failed(self, e: Exception, names=RUN_OUT, **changed) -> tuple:
+        if not isinstance(e, ValueError):
+            traceback.print_exc()
+        message = explain(e)
+        gr.Warning(message)
+        return frame(names, status=f"⚠ {message}", **changed)
+
+    # ---- which pair ------------------------------------------------------------------------
+
+    def pick(self, choice, custom_target, custom_draft) -> tuple:
+        """(model, draft) for the worker; ValueError saying what to do when it cannot be loaded."""
+        if choice != CUSTOM:
+            if choice not in self.choices:
+                raise ValueError(f"Unknown model choice {choice!r}.")
+            return self.choices[choice]
+        if not self.allow_custom:
+            raise ValueError(CUSTOM_OFF)
+        target, draft = (custom_target or "").strip(), (custom_draft or "").strip() or None
+        if not target:
+            raise ValueError(f"Custom model: give a target (an mlx-lm directory or a Hub id such as "
+                             f"{EXAMPLES['target']}).")
+        for what, name in (("target", target), ("drafter", draft)):
+            if name and name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
+                raise ValueError(f"The {what} path {name} does not exist on this machine: give a directory "
+                                 f"that does, or a Hub id such as {EXAMPLES[what]}.")
+        if draft is None and find_drafter(target) is None:
+            raise ValueError(f"No DFlash drafter is known for {target}: give one in the drafter box (a directory "
+                             f"or a Hub id), or pick a target of: {supported_bases()}.")
+        return target, draft
+
+    def choose(self, choice, loaded=None, request: gr.Request = None):
+        """Prepare the picked pair right away, with progress (a Hub pair downloads here); on
+        failure, say what to do and put the picker back on the pair still loaded."""
+        if choice == CUSTOM:
+            yield frame(CHOOSE_OUT, status="Give a target and (optionally) a drafter, then Run.")
+            return
+        ctl = self._begin(request, "run")
+        try:
+            key = self.pick(choice, None, None)
+            for ahead in self.turns.wait(ctl):
+                yield frame(CHOOSE_OUT, status=f"⏳ Waiting for another run (position {ahead} in line)…")
+            for item in self.worker.prepare(*key):
+                if isinstance(item, Status):
+                    yield frame(CHOOSE_OUT, status=f"⏳ {item.message}")
+            yield frame(CHOOSE_OUT, status=f"✓ {choice} is ready.", loaded=choice)
+        except Exception as e:  # a failed load: the loaded pairs stay (Worker.pair)
+            revert = gr.update(value=loaded) if loaded and loaded != choice else gr.skip()
+            yield self._failed(e, CHOOSE_OUT, model=revert)
+        finally:
+            self._end(request, ctl)
+
+    # ---- a race ----------------------------------------------------------------------------
+
+    def run(self, prompt, max_tokens, block_size, temperature, seed, chat, choice, custom_target, custom_draft,
+            adaptive, history=None, loaded=None, request: gr.Request = None):
+        """Target-only, then DFlash, streamed into the panes; the race joins the session's history."""
+        ctl, history = self._begin(request, "run"), list(history or [])
+        try:
+            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive)
+            key = self.pick(choice, custom_target, custom_draft)
+            for ahead in self.turns.wait(ctl):
+                yield frame(status=f"⏳ Waiting for another run (position {ahead} in line)…")
+            if ctl.stopped:
+                yield frame(status="■ Stopped before the run began.")
+                return
+            race = yield from self._race(ctl, prompt, cfg, bool(chat), key, choice)
+            if ctl.superseded:
+                return
+            history = [race, *history][:HISTORY]
+            yield frame(status=final_status(race), **race_views(race), history=history,
+                        past=history_update(history), loaded=choice if choice != CUSTOM else gr.skip())
+        except Exception as e:  # bad input or a failed load: tell the user, keep serving
+            revert = gr.update(value=loaded) if loaded and choice not in (loaded, CUSTOM) else gr.skip()
+            yield self._failed(e, model=revert)
+        finally:
+            self._end(request, ctl)
+
+    def _race(self, ctl: Control, prompt: str, cfg: GenerationConfig, chat: bool, key: tuple, label: str):
+        """Both runs on the one worker (each timed alone); returns the recorded Race."""
         runs = {"target": Run("target"), "dflash": Run("dflash")}
         yield frame(status="⏳ Preparing the model…", target=pane_html(None, "target", state="waiting"),
                     dflash=pane_html(None, "dflash", state="waiting"), verdict=verdict_html(None, None),
                     metrics=metrics_html(None, None), race=None, cycles=None, hist=None, pos=None, data=None)
-        decode = yield from prepare(pair_key)
+        decode = yield from self._prepare(ctl, key)
         for step, mode in enumerate(runs, 1):
             if not ctl.stopped:
-                ctl.job = worker.generate(prompt, replace(cfg, mode=mode), *pair_key, chat_template=chat)
-                yield from stream(ctl, runs, mode, decode, f"▶ Running {LABELS[mode]} ({step} of 2)…")
+                ctl.job = self.worker.generate(prompt, replace(cfg, mode=mode), *key, chat_template=chat)
+                yield from self._stream(ctl, runs, mode, decode, f"▶ Running {LABELS[mode]} ({step} of 2)…")
+        settings = {k: v for k, v in asdict(cfg).items() if k != "mode"} | {"chat_template": chat}
+        race = Race(runs["target"], runs["dflash"], prompt, settings, label if label != CUSTOM else " + ".join(
+            str(k) for k in key if k), self.machine, stopped=ctl.stopped)
+        t, d = race.target.summary, race.dflash.summary
+        if t and d:
+            n = min(t.tokens, d.tokens) if race.stopped else None  # a stopped race: what both produced
+            race.divergence = first_divergence(t.token_ids[:n], d.token_ids[:n])
+        if race.divergence is not None and cfg.temperature == 0 and not race.stopped:
+            yield frame(status=f"⏳ Outputs differ at token {race.divergence}: measuring the target's logit "
+                               f"margin there…")
+            race.margin = self._margin(key, prompt, chat, t.token_ids[: race.divergence])
+        race.texts = {i: decode(i) for i in named_ids(race)} if decode else {}
+        return race
 
-        t, d = runs["target"].summary, runs["dflash"].summary
-        i = first_divergence(t.token_ids, d.token_ids) if t and d else None
-        margin = None
-        if i is not None and cfg.temperature == 0 and not ctl.stopped:
-            yield frame(status=f"⏳ Outputs differ at token {i}: measuring the target's logit margin there…")
-            margin = measure_margin(pair_key, prompt, chat, t.token_ids[:i])
-        final = "■ Stopped." if ctl.stopped else "✓ Done."
-        if t and d and t.decode_tok_s > 0 and not ctl.stopped:
-            final += f" DFlash decoded at {d.decode_tok_s / t.decode_tok_s:.2f}× the target-only speed"
-            final += "; outputs identical." if i is None else f"; outputs differ from token {i}."
-        data = {"target": t and asdict(t), "dflash": d and asdict(d), "first_divergence": i, "logit_margin": margin}
-        yield frame(status=final, verdict=verdict_html(t, d, decode, margin, cfg.temperature),
-                    metrics=metrics_html(t, d), data=data)
+    def _prepare(self, ctl: Control, key: tuple):
+        """Load the pair on the worker (Status lines on the way); returns a decode(id) function."""
+        pair = None
+        for item in self.worker.prepare(*key):
+            if isinstance(item, Status):
+                yield frame(status=f"⏳ {item.message}")
+            else:
+                pair = item
+            if ctl.stopped:  # the load goes on in the background; its pair stays for later
+                return None
+        return lambda i: pair.tokenizer.decode([i])
 
-    def stream(ctl, runs, mode, decode, status):
-        """One run's events into its pane and the charts, throttled; complete at its Summary."""
+    def _stream(self, ctl: Control, runs: dict, mode: str, decode, status: str):
+        """One run's events into its pane and the charts, throttled; complete at its Summary (a
+        stopped run ends with one too, finish "cancelled", within a cycle)."""
         if ctl.stopped:
             ctl.job.cancel()
         run = runs[mode]
@@ -167,7 +376,7 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
             done, now = isinstance(ev, Summary), monotonic()
             if not done and now - last_pane < PANE_EVERY:
                 continue
-            update = {mode: pane_html(run, mode, decode, ev.finish_reason if done else "generating…")}
+            update = {mode: pane_html(run, mode, decode, pane_state(run))}
             if done or now - last_chart >= CHART_EVERY:
                 update["race"] = race_chart(list(runs.values()))
                 if mode == "dflash":
@@ -177,159 +386,211 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
                 update["metrics"] = metrics_html(runs["target"].summary, runs["dflash"].summary)
             last_pane = now
             # after Stop, never write "Running" over the stop message (updates race the cancel)
-            yield frame(status="■ Stopped." if ctl.stopped else status, **update)
+            yield frame(status="■ Stopping…" if ctl.stopped else status, **update)
 
-    def measure_margin(pair_key, prompt, chat, prefix):
+    def _margin(self, key: tuple, prompt: str, chat: bool, prefix: tuple):
         def work(progress):
-            pair = worker.pair(*pair_key, progress)
+            pair = self.worker.pair(*key, progress)
             return logit_margin(pair, encode_prompt(pair.tokenizer, prompt, chat), prefix)
-        margin = None
-        for item in worker.call(work):
-            if not isinstance(item, Status):
-                margin = item
-        return margin
 
-    def run(prompt, max_tokens, block_size, temperature, seed, chat, choice, custom_target, custom_draft,
-            adaptive, request: gr.Request):
-        ctl, session = Control(), request.session_hash
-        active[session] = ctl
+        return [item for item in self.worker.call(work) if not isinstance(item, Status)][-1]
+
+    # ---- replay and results ----------------------------------------------------------------
+
+    def replay(self, history, index, speed, request: gr.Request = None):
+        """Both panes again, together, at the race's recorded times (x speed): a view of the
+        recorded events; the race chart's cursor follows the clock. Ends on the live run's view."""
         try:
-            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive)
-            yield from race(ctl, prompt, cfg, bool(chat), pick(choice, custom_target, custom_draft))
-        except Exception as e:  # bad input or a failed load: tell the user, keep serving
-            if not isinstance(e, ValueError):
-                traceback.print_exc()
-            gr.Warning(str(e))
-            yield frame(status=f"⚠ {e}")
-        finally:
-            ctl.cancel()  # only sets flags: this may run on the event loop (UI-NOTES)
-            if active.get(session) is ctl:
-                del active[session]
-
-    def pick(choice, custom_target, custom_draft) -> tuple:
-        if choice == CUSTOM:
-            if not (custom_target or "").strip():
-                raise ValueError("Custom model: give a target (an mlx-lm directory or a Hub id).")
-            return custom_target.strip(), (custom_draft or "").strip() or None
-        if choice not in choices:
-            raise ValueError(f"Unknown model choice {choice!r}.")
-        return choices[choice]
-
-    def stop(request: gr.Request):
-        ctl = active.get(request.session_hash)
-        if ctl is None:
-            return gr.skip()
-        ctl.cancel()
-        return "■ Stopped."
-
-    def choose(choice):
-        """Prepare the chosen pair right away, with progress (a Hub pair downloads here)."""
-        if choice == CUSTOM:
-            yield "Give a target and (optionally) a drafter, then Run."
+            race = self._recorded(history, index)
+            factor = SPEEDS.get(speed)
+            if factor is None:
+                raise ValueError(f"Replay speed must be one of {', '.join(SPEEDS)} (got {speed!r}).")
+            ctl = self._begin(request, "replay")
+        except ValueError as e:
+            yield self._failed(e, VIEWS)
             return
         try:
-            for item in worker.call(lambda progress: worker.pair(*choices[choice], progress) and None):
-                if isinstance(item, Status):
-                    yield f"⏳ {item.message}"
-            yield f"✓ {choice} is ready."
-        except Exception as e:
-            gr.Warning(str(e))
-            yield f"⚠ {e}"
+            total, start = duration(race.runs), monotonic()
+            views = race_views(race)
+            yield frame(VIEWS, verdict=verdict_html(None, None), metrics=metrics_html(None, None),
+                        **{k: views[k] for k in ("cycles", "hist", "pos", "data")})
+            shown = None
+            for k, (wall, clock) in enumerate(schedule(total, factor, REPLAY_EVERY)):
+                sleep(max(0.0, start + wall - monotonic()))
+                if ctl.stopped:
+                    break
+                update = {}
+                if (seen := [(at(run, clock) is run, at(run, clock).n_tokens) for run in race.runs]) != shown:
+                    update, shown = {mode: replay_pane(race, mode, clock) for mode in LABELS}, seen
+                if k % REPLAY_CHART_FRAMES == 0 or clock == total:
+                    update["race"] = race_chart(race.runs, clock)
+                yield frame(VIEWS, status=f"▶ Replay at {speed}: {clock:.2f} s of {total:.2f} s", **update)
+            if not ctl.superseded:
+                done = "■ Replay stopped." if ctl.stopped else f"✓ Replayed at {speed}."
+                yield frame(VIEWS, status=f"{done} {final_status(race)}", **views)
+        finally:
+            self._end(request, ctl)
 
-    with gr.Blocks(title="DFlash playground") as demo:
-        gr.HTML(_header())
-        with gr.Row():
-            with gr.Column(scale=3):
-                with gr.Row():
-                    preset_btns = {name: gr.Button(name.capitalize() + (" prompt" if name == "long" else ""),
-                                                   size="sm", elem_id=f"preset-{name}")
-                                   for name in presets}
-                prompt = gr.Textbox(presets.get("chat", ""), label="Prompt", lines=6, max_lines=14,
-                                    elem_id="prompt")
-                with gr.Row():
-                    run_btn = gr.Button("Run both", variant="primary", elem_id="run-btn", scale=3)
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", scale=1)
-                status = gr.Textbox(label="Status", interactive=False, elem_id="status", max_lines=3)
-            with gr.Column(scale=2):
-                model_dd = gr.Dropdown(list(choices), value=next(iter(choices)),
-                                       label="Model pair (target + drafter)", elem_id="model")
-                with gr.Group(visible=False) as custom_box:
-                    custom_target = gr.Textbox("", label="Target: mlx-lm directory or Hub id",
-                                               placeholder="mlx-community/Qwen3-4B-4bit")
-                    custom_draft = gr.Textbox("", label="Drafter: directory or Hub id (empty: from the registry)",
-                                              placeholder="z-lab/Qwen3-4B-DFlash-b16")
-                with gr.Row():
-                    max_tokens = gr.Slider(1, MAX_NEW_TOKENS, 128, step=1, label="Max new tokens",
-                                           elem_id="max-tokens")
-                    block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1,
-                                           label="Block size", elem_id="block-size",
-                                           info="≤ the drafter's block; on a CPU 5 is fastest, on a GPU 16")
-                with gr.Row():
-                    temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy",
-                                            elem_id="temperature")
-                    seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
-                chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
-                adaptive = gr.Checkbox(False, elem_id="adaptive",
-                                       label="Adaptive verify length (≤ block size, from measured costs; "
-                                             "plain target steps when drafting does not pay)")
-        with gr.Row(equal_height=False):
-            target_pane = gr.HTML(pane_html(None, "target"), elem_id="target-pane")
-            dflash_pane = gr.HTML(pane_html(None, "dflash"), elem_id="dflash-pane")
-        verdict = gr.HTML(verdict_html(None, None), elem_id="verdict")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2):
-                metrics = gr.HTML(metrics_html(None, None), elem_id="metrics")
-            with gr.Column(scale=3):
-                race_plot = gr.Plot(label="Race", elem_id="race-plot", show_label=False)
-        with gr.Row():
-            cycles_plot = gr.Plot(elem_id="cycles-plot", show_label=False)
-            hist_plot = gr.Plot(elem_id="hist-plot", show_label=False)
-            pos_plot = gr.Plot(elem_id="pos-plot", show_label=False)
-        with gr.Accordion("Raw summaries (JSON, as the engine reported them)", open=False):
-            data = gr.JSON(elem_id="data")
+    @staticmethod
+    def _recorded(history, index) -> Race:
+        races = history or []
+        if not races:
+            raise ValueError("Nothing to replay yet: run a race first.")
+        if not isinstance(index, int) or not 0 <= index < len(races):
+            raise ValueError("Pick a race from the list to replay.")
+        return races[index]
 
-        outputs = [status, target_pane, dflash_pane, verdict, metrics, race_plot, cycles_plot, hist_plot,
-                   pos_plot, data]
-        inputs = [prompt, max_tokens, block_size, temperature, seed, chat, model_dd, custom_target, custom_draft,
-                  adaptive]
-        run_event = run_btn.click(run, inputs, outputs, api_name="run", concurrency_id="mlx",
-                                  concurrency_limit=1, show_progress="minimal")
-        stop_btn.click(stop, None, status, cancels=[run_event], api_name="stop", concurrency_limit=None)
-        for name, btn in preset_btns.items():
-            btn.click(lambda text=presets[name]: text, None, prompt, api_visibility="private", queue=False)
-        model_dd.change(lambda c: gr.update(visible=c == CUSTOM), model_dd, custom_box,
-                        api_visibility="private", queue=False)
-        model_dd.input(choose, model_dd, status, api_name="choose", concurrency_id="mlx", concurrency_limit=1)
-    return demo
+    def results(self, history, index) -> str:
+        """The race's summary as markdown, for a slide or an issue comment."""
+        try:
+            return results_markdown(self._recorded(history, index if index is not None else 0))
+        except ValueError as e:
+            return str(e)
 
 
-def _header() -> str:
-    return """
+def replay_pane(race: Race, mode: str, clock: float) -> str:
+    """A pane as it stood at `clock`: growing, then exactly the live run's last view."""
+    run = getattr(race, mode)
+    view = at(run, clock)
+    return pane_html(view, mode, race.decode, pane_state(run, race.stopped) if view is run else "▶ replay")
+
+
+# ---- layout ----------------------------------------------------------------------------------
+
+HEADER = """
 <div style="display:flex;align-items:baseline;gap:14px;flex-wrap:wrap">
   <h1 style="margin:0;font-size:26px">DFlash playground</h1>
   <span style="color:var(--body-text-color-subdued)">A small drafter fills a whole block of tokens in one
   pass; the target checks the block in one pass and keeps the prefix it agrees with. Every token is the
   target's own choice, so the output should match the target alone, only sooner.</span>
 </div>"""
+COPY_JS = """() => { const box = document.querySelector('#results-md textarea');
+  if (box && navigator.clipboard) navigator.clipboard.writeText(box.value).catch(() => {}); }"""
+
+
+def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None,
+               allow_custom: bool = True) -> gr.Blocks:
+    """The playground's Blocks. `model` / `draft`: the pair the app started with (None: embedded);
+    `allow_custom`: whether clients may name their own target / drafter."""
+    pg = Playground(worker, model_choices(model, draft, allow_custom), allow_custom)
+    presets = load_presets()
+    c = SimpleNamespace()  # the components, by the names the handlers' outputs use
+    with gr.Blocks(title="DFlash playground") as demo:
+        gr.HTML(HEADER)
+        with gr.Row():
+            with gr.Column(scale=3):
+                _prompt_panel(c, presets)
+            with gr.Column(scale=2):
+                _settings_panel(c, pg.choices)
+        _replay_bar(c)
+        _views(c)
+        _wire(pg, c, presets)
+    return demo
+
+
+def _prompt_panel(c, presets: dict) -> None:
+    with gr.Row():
+        c.presets = {name: gr.Button(name.capitalize() + (" prompt" if name == "long" else ""), size="sm",
+                                     elem_id=f"preset-{name}") for name in presets}
+    c.prompt = gr.Textbox(presets.get("chat", ""), label="Prompt", lines=6, max_lines=14, elem_id="prompt")
+    with gr.Row():
+        c.run_btn = gr.Button("Run both", variant="primary", elem_id="run-btn", scale=3)
+        c.stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", scale=1)
+    c.status = gr.Textbox(label="Status", interactive=False, elem_id="status", max_lines=3)
+
+
+def _settings_panel(c, choices: dict) -> None:
+    first = next(iter(choices))
+    c.model = gr.Dropdown(list(choices), value=first, label="Model pair (target + drafter)", elem_id="model")
+    c.loaded = gr.State(first)  # the picked pair that loaded: the picker returns to it after a failure
+    with gr.Group(visible=False) as c.custom_box:
+        c.custom_target = gr.Textbox("", label="Target: mlx-lm directory or Hub id", placeholder=EXAMPLES["target"])
+        c.custom_draft = gr.Textbox("", label="Drafter: directory or Hub id (empty: from the registry)",
+                                    placeholder=EXAMPLES["drafter"])
+    with gr.Row():
+        c.max_tokens = gr.Slider(1, MAX_TOKENS_LIMIT, 128, step=1, label="Max new tokens", elem_id="max-tokens",
+                                 info=f"1–{MAX_TOKENS_LIMIT}, the CLI's and the API's limit too")
+        c.seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
+    with gr.Row():  # how DFlash verifies: the tree budget control belongs here, beside the block size
+        c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1, label="Block size",
+                                 elem_id="block-size", info="≤ the drafter's block; on a CPU 5 is fastest, on a GPU 16")
+        c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")
+    c.chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
+    c.adaptive = gr.Checkbox(False, elem_id="adaptive", label="Adaptive verify length (≤ block size, from "
+                             "measured costs; plain target steps when drafting does not pay)")
+
+
+def _replay_bar(c) -> None:
+    c.history = gr.State([])  # this session's races, newest first
+    with gr.Row(equal_height=True):
+        c.past = gr.Dropdown([], value=None, type="index", label="This session's races", elem_id="past", scale=4)
+        c.speed = gr.Radio(list(SPEEDS), value="1×", label="Replay speed", elem_id="speed", scale=3)
+        with gr.Column(scale=2, min_width=160):
+            c.replay_btn = gr.Button("▶ Replay race", elem_id="replay-btn")
+            c.copy_btn = gr.Button("Copy results", size="sm", elem_id="copy-btn")
+
+
+def _views(c) -> None:
+    with gr.Row(equal_height=False):
+        c.target = gr.HTML(pane_html(None, "target"), elem_id="target-pane")
+        c.dflash = gr.HTML(pane_html(None, "dflash"), elem_id="dflash-pane")
+    c.verdict = gr.HTML(verdict_html(None, None), elem_id="verdict")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2):
+            c.metrics = gr.HTML(metrics_html(None, None), elem_id="metrics")
+        with gr.Column(scale=3):
+            c.race = gr.Plot(label="Race", elem_id="race-plot", show_label=False)
+    with gr.Row():
+        c.cycles = gr.Plot(elem_id="cycles-plot", show_label=False)
+        c.hist = gr.Plot(elem_id="hist-plot", show_label=False)
+        c.pos = gr.Plot(elem_id="pos-plot", show_label=False)
+    # a chosen cycle's view (the draft tree under tree verification) belongs here, under its charts
+    with gr.Accordion("Results as markdown (Copy results)", open=False) as c.results_box:
+        c.results = gr.Textbox(lines=14, show_label=False, buttons=["copy"], elem_id="results-md")
+    with gr.Accordion("Raw summaries (JSON, as the engine reported them)", open=False):
+        c.data = gr.JSON(elem_id="data")
+
+
+def _wire(pg: Playground, c, presets: dict) -> None:
+    """The events. Runs and model loads wait in the playground's own line (`Turns`), so a queued
+    session sees its place in the status box rather than only Gradio's overlay."""
+    def out(names):
+        return [getattr(c, name) for name in names]
+
+    inputs = [c.prompt, c.max_tokens, c.block_size, c.temperature, c.seed, c.chat, c.model, c.custom_target,
+              c.custom_draft, c.adaptive, c.history, c.loaded]
+    c.run_btn.click(pg.run, inputs, out(RUN_OUT), api_name="run", concurrency_limit=None, show_progress="minimal")
+    c.stop_btn.click(pg.stop, None, None, api_name="stop", concurrency_limit=None)
+    c.replay_btn.click(pg.replay, [c.history, c.past, c.speed], out(VIEWS), api_name="replay",
+                       concurrency_limit=None, show_progress="hidden")
+    c.copy_btn.click(lambda history, i: (pg.results(history, i), gr.update(open=True)), [c.history, c.past],
+                     [c.results, c.results_box], api_name="results", queue=False).then(None, js=COPY_JS)
+    for name, btn in c.presets.items():
+        btn.click(lambda text=presets[name]: text, None, c.prompt, api_visibility="private", queue=False)
+    c.model.change(lambda choice: gr.update(visible=choice == CUSTOM), c.model, c.custom_box,
+                   api_visibility="private", queue=False)
+    # .select, not .input: Gradio's dropdown fires .input twice for one pick (two loads, two toasts)
+    c.model.select(pg.choose, [c.model, c.loaded], out(CHOOSE_OUT), api_name="choose", concurrency_limit=None)
 
 
 def serve(demo: gr.Blocks, worker: Worker, args) -> None:
-    """Serve the UI, and the OpenAI-compatible API when `dflash/server.py` provides `create_app`."""
-    theme = gr.themes.Soft(primary_hue="emerald", secondary_hue="slate")
-    demo.queue(default_concurrency_limit=1)
-    try:
-        from dflash.server import create_app
-    except ModuleNotFoundError as e:
-        if e.name != "dflash.server":
-            raise
-        demo.launch(server_name=args.host, server_port=args.port, theme=theme, css=CSS, show_error=True)
-        return
+    """The UI and the OpenAI-compatible API (/v1) on one port, sharing the worker."""
     import uvicorn
 
+    from dflash.server import create_app
+
+    theme = gr.themes.Soft(primary_hue="emerald", secondary_hue="slate")
+    demo.queue(default_concurrency_limit=1)
     app = gr.mount_gradio_app(create_app(worker, args.model, args.draft), demo, path="/", theme=theme, css=CSS)
     url = f"http://{args.host}:{args.port}"
     print(f"* Running on local URL:  {url}  (OpenAI-compatible API: {url}/v1)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+def custom_models_allowed(host: str, flag: Optional[bool]) -> bool:
+    """Clients name their own models (any directory here, any Hub id) only when the operator said
+    so, or when only this machine can reach the app."""
+    return flag if flag is not None else host in LOOPBACK
 
 
 def main(argv=None) -> int:
@@ -338,19 +599,24 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--model", default=None, help="target: mlx-lm directory or Hub id (default: embedded SmolLM2)")
     p.add_argument("--draft", default=None, help="drafter: directory or Hub id (default: from the registry)")
+    p.add_argument("--allow-custom-models", action=argparse.BooleanOptionalAction, default=None,
+                   help="let clients load a directory or Hub id they name (default: only when bound to "
+                        "127.0.0.1 / localhost)")
     args = p.parse_args(argv)
+    allow_custom = custom_models_allowed(args.host, args.allow_custom_models)
 
     worker = Worker()
+    worker.pin(args.model, args.draft)  # the API serves this pair: playground picks never evict it
     print(f"Preparing target {args.model or 'embedded SmolLM2-135M-Instruct'} + drafter "
           f"{args.draft or '(from the registry)'}…", flush=True)
     try:  # the first start converts / downloads; later starts only load
-        for item in worker.call(lambda progress: worker.pair(args.model, args.draft, progress) and None):
+        for item in worker.prepare(args.model, args.draft):
             if isinstance(item, Status):
                 print(f"  {item.message}", flush=True)
     except Exception as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {explain(e)}", file=sys.stderr)
         return 2
-    serve(build_demo(worker, args.model, args.draft), worker, args)
+    serve(build_demo(worker, args.model, args.draft, allow_custom), worker, args)
     return 0
 
 

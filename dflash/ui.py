@@ -8,7 +8,8 @@ streaming they come from its `Cycle` events (the engine's own decisions and time
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 import plotly.graph_objects as go
@@ -26,6 +27,7 @@ KINDS = {
     "first": ("#e9d5ff", "first token", "the target's token at the end of prefill"),
 }
 LABELS = {"target": "Target only", "dflash": "DFlash"}
+FINISH = {"stop": "end of text", "length": "max tokens", "cancelled": "stopped"}
 LINE_COLORS = {"target": "#64748b", "dflash": "#16a34a"}
 
 CSS = """
@@ -107,6 +109,50 @@ class Run:
         return self.summary.block_size if self.summary else (self.cycles[0].block_size if self.cycles else 0)
 
 
+@dataclass
+class Race:
+    """One recorded race, a history entry: both runs and what they ran with. Every view of it
+    (the final frame, a replay, the copied results) reads only this."""
+
+    target: Run
+    dflash: Run
+    prompt: str
+    settings: dict  # the GenerationConfig's fields (mode aside) and the chat template switch
+    pair: str  # the model pair's label
+    machine: str
+    texts: dict[int, str] = field(default_factory=dict)  # text of the token ids a view names
+    divergence: Optional[int] = None
+    margin: Optional[float] = None
+    stopped: bool = False
+
+    @property
+    def runs(self) -> list[Run]:
+        return [self.target, self.dflash]
+
+    def decode(self, token_id: int) -> str:
+        return self.texts.get(token_id, f"id {token_id}")
+
+    def speedup(self) -> Optional[float]:
+        t, d = self.target.summary, self.dflash.summary
+        return d.decode_tok_s / t.decode_tok_s if t and d and t.decode_tok_s > 0 else None
+
+    def data(self) -> dict:
+        """The raw summaries, as the engine reported them."""
+        return {"target": self.target.summary and asdict(self.target.summary),
+                "dflash": self.dflash.summary and asdict(self.dflash.summary),
+                "first_divergence": self.divergence, "logit_margin": self.margin}
+
+
+def named_ids(race: Race) -> set[int]:
+    """Token ids whose text a view shows apart from the panes: drafts rejected at a correction
+    (hover text) and the tokens where the runs first differ."""
+    ids = {tok.proposed for run in race.runs for c in run.cycles for tok in c.committed if tok.proposed is not None}
+    if race.divergence is not None:
+        ids |= {s.token_ids[race.divergence] for s in (race.target.summary, race.dflash.summary)
+                if s and race.divergence < len(s.token_ids)}
+    return ids
+
+
 def token_kind(t: Token, mode: str) -> str:
     if t.source == "draft":
         return "draft"
@@ -132,10 +178,26 @@ def tokens_html(run: Run, decode: Optional[Decode] = None) -> str:
     return f'<pre class="tokens">{"".join(spans)}</pre>'
 
 
-def legend_html() -> str:
+def legend_html(mode: str = "dflash") -> str:
+    kinds = KINDS if mode == "dflash" else {"first": KINDS["first"]}
     items = "".join(f'<span class="tk tk-{k}" title="{html.escape(c[2])}">{c[1]}</span>'
-                    for k, c in KINDS.items())
+                    for k, c in kinds.items())
+    if mode != "dflash":
+        items += '<span class="stat">then plain decoding: one target pass per token</span>'
     return f'<div class="legend">{items}</div>'
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def pane_state(run: Run, stopped: bool = False) -> str:
+    """What a pane says after its title: how the run is going, or how it ended."""
+    if run.summary:
+        return FINISH.get(run.summary.finish_reason, run.summary.finish_reason)
+    if stopped:
+        return "stopped" if run.prefill else "not run: stopped"
+    return "generating…" if run.prefill else "prefill…"
 
 
 def pane_html(run: Optional[Run], mode: str, decode: Optional[Decode] = None, state: str = "") -> str:
@@ -145,17 +207,16 @@ def pane_html(run: Optional[Run], mode: str, decode: Optional[Decode] = None, st
         tok_s = run.tok_s()
         stats.append(f'<span class="speed">{tok_s:.1f} tok/s</span>' if tok_s is not None
                      else '<span class="speed">– tok/s</span>')
-        stats.append(f'<span class="stat">{run.n_tokens} tokens</span>')
+        stats.append(f'<span class="stat">{plural(run.n_tokens, "token")}</span>')
         if run.prefill:
-            stats.append(f'<span class="stat">TTFT {seconds(run.prefill.seconds)}</span>')
+            stats.append(f'<span class="stat">TTFT {seconds(run.prefill.t)}</span>')
         if mode == "dflash" and run.cycles:
             lengths = run.acceptance_lengths()
             stats.append(f'<span class="stat">τ {1 + sum(lengths) / len(lengths):.2f}</span>')
     if state:
         stats.append(f'<span class="stat">{html.escape(state)}</span>')
     head = f'<div class="pane-head"><b>{LABELS[mode]}</b>{"".join(stats)}</div>'
-    legend = legend_html() if mode == "dflash" else (
-        '<div class="legend"><span class="stat">plain decoding: one target pass per token</span></div>')
+    legend = legend_html(mode)
     body = tokens_html(run, decode) if run is not None else '<pre class="tokens"></pre>'
     return f'<div class="pane pane-{mode}">{head}{legend}{body}</div>'
 
@@ -188,7 +249,7 @@ def metrics_html(target: Optional[Summary], dflash: Optional[Summary]) -> str:
         ("τ: tokens per cycle", lambda s: f"{s.tau:.2f}"),
         ("Draft acceptance", lambda s: f"{s.acceptance_rate:.0%}" if s.mode == "dflash" else "–"),
         ("Draft / verify / rollback", split),
-        ("Finish", lambda s: s.finish_reason),
+        ("Finish", lambda s: FINISH.get(s.finish_reason, s.finish_reason)),
     ]
     body = "".join(f"<tr><td>{name}</td><td>{cell(target, f) if f else ''}</td>"
                    f"<td>{cell(dflash, f) if f else speedup}</td></tr>" for name, f in rows)
@@ -201,14 +262,20 @@ def seconds(s: float) -> str:
 
 
 def verdict_html(target: Optional[Summary], dflash: Optional[Summary], decode: Optional[Decode] = None,
-                 margin: Optional[float] = None, temperature: float = 0.0) -> str:
-    """Identical outputs, or where they first differ (and the target's logit margin there)."""
+                 margin: Optional[float] = None, temperature: float = 0.0, stopped: bool = False) -> str:
+    """Identical outputs, or where they first differ (and the target's logit margin there). A
+    stopped race compares the tokens both runs produced."""
+    stopped = stopped or any(s is not None and s.finish_reason == "cancelled" for s in (target, dflash))
+    if stopped and not (target and target.tokens and dflash and dflash.tokens):
+        return '<div class="verdict none">■ Stopped before both runs had produced tokens: no verdict.</div>'
     if target is None or dflash is None:
         return '<div class="verdict none">The verdict appears when both runs are done.</div>'
-    if "cancelled" in (target.finish_reason, dflash.finish_reason):
-        return '<div class="verdict none">Stopped: no verdict for a partial run.</div>'
     a, b = target.token_ids, dflash.token_ids
-    i = first_divergence(a, b)
+    n = min(len(a), len(b)) if stopped else max(len(a), len(b))
+    i = first_divergence(a[:n], b[:n])
+    if i is None and stopped:
+        return (f'<div class="verdict same">■ Stopped: the first {plural(n, "token")} of both runs are '
+                f"identical (the rest was not generated).</div>")
     if i is None:
         return (f'<div class="verdict same">✓ <b>Outputs identical</b>: all {len(a)} tokens of DFlash '
                 f"are the target's own.</div>")
@@ -225,6 +292,43 @@ def verdict_html(target: Optional[Summary], dflash: Optional[Summary], decode: O
         tie = "a near-tie, so numeric noise can flip it" if margin < 0.05 else "not a tie"
         where += f" The target's top-1 minus top-2 logit there: <b>{margin:.4f}</b> ({tie})."
     return f'<div class="verdict diff">✗ {where}</div>'
+
+
+def race_views(race: Race) -> dict:
+    """Every output of a finished (or stopped) race, by output name: the live run's last frame
+    and a replay's last frame are this, so they cannot differ."""
+    t, d = race.target, race.dflash
+    verdict = verdict_html(t.summary, d.summary, race.decode, race.margin, race.settings.get("temperature", 0.0),
+                           race.stopped)
+    return dict(target=pane_html(t, "target", race.decode, pane_state(t, race.stopped)),
+                dflash=pane_html(d, "dflash", race.decode, pane_state(d, race.stopped)),
+                verdict=verdict, metrics=metrics_html(t.summary, d.summary), race=race_chart(race.runs),
+                cycles=cycles_chart(d), hist=acceptance_histogram(d), pos=position_chart(d), data=race.data())
+
+
+def results_markdown(race: Race) -> str:
+    """The race's summary for a slide or an issue comment (the raw JSON stays in `Race.data`)."""
+    t, d = race.target.summary, race.dflash.summary
+    speedup = race.speedup()
+    head = f"{speedup:.2f}× the target-only decode speed" if speedup else "partial results"
+    rows = [("Decode speed", lambda s: f"{s.decode_tok_s:.1f} tok/s"),
+            ("Generated tokens", lambda s: str(s.tokens)),
+            ("τ: tokens per target pass", lambda s: f"{s.tau:.2f}"),
+            ("Draft acceptance", lambda s: f"{s.acceptance_rate:.0%}" if s.mode == "dflash" else "–"),
+            ("Time to first token", lambda s: seconds(s.ttft_s)),
+            ("Finish", lambda s: FINISH.get(s.finish_reason, s.finish_reason))]
+    table = [f"| | {LABELS['target']} | {LABELS['dflash']} |", "|---|---:|---:|"]
+    table += [f"| {name} | {f(t) if t else '–'} | {f(d) if d else '–'} |" for name, f in rows]
+    if race.stopped:
+        outcome = "Stopped before the end: partial runs."
+    elif race.divergence is None:
+        outcome = "Outputs identical: every DFlash token is the target's own."
+    else:
+        outcome = f"Outputs differ from token {race.divergence}."
+    settings = ", ".join(f"{k} {v}" for k, v in race.settings.items())
+    prompt = race.prompt if len(race.prompt) <= 300 else race.prompt[:300] + "…"
+    return "\n".join([f"**DFlash playground**: {head}", "", f"{race.pair} on {race.machine}", "", *table, "",
+                      outcome, "", f"Settings: {settings}.", "", "> " + prompt.replace("\n", "\n> ")])
 
 
 # ---- charts ----------------------------------------------------------------------------------
@@ -249,21 +353,31 @@ def _figure(traces: list[dict], title: str, x: str, y: str, **layout) -> go.Figu
     return go.Figure(dict(data=traces, layout={**base, **layout}), _validate=False)
 
 
-def race_chart(runs: list[Run]) -> go.Figure:
-    """Tokens emitted vs seconds since each run started: both runs replayed on one clock."""
-    traces = []
+def _count_axis(top: float) -> dict:
+    """Whole-number ticks for a count (left alone, plotly ticks a short range at 0.5, 1.5...)."""
+    step = next(m * 10**e for e in range(18) for m in (1, 2, 5) if top <= 8 * m * 10**e)
+    return dict(dtick=step, tick0=0, rangemode="tozero")
+
+
+def race_chart(runs: list[Run], clock: Optional[float] = None) -> go.Figure:
+    """Tokens emitted vs seconds since each run started: both runs on one clock. With `clock`
+    (a replay), a cursor at that time and each run's marker where it stood then."""
+    traces, top = [], 1
     for run in runs:
         if not run.prefill:
             continue
         t = [0.0, run.prefill.t] + [c.t for c in run.cycles]
         n = [0, int(run.prefill.first is not None)] + [c.total_tokens for c in run.cycles]
-        tok_s = run.tok_s()
-        color = LINE_COLORS[run.mode]
+        k = len(t) if clock is None else bisect_right(t, clock)
+        tok_s, color, top = run.tok_s(), LINE_COLORS[run.mode], max(top, n[-1])
         traces.append(dict(type="scatter", x=t, y=n, mode="lines", line=dict(color=color, width=2.5, shape="hv"),
                            name=LABELS[run.mode] + (f" ({tok_s:.1f} tok/s)" if tok_s else "")))
-        traces.append(dict(type="scatter", x=[t[-1]], y=[n[-1]], mode="markers", showlegend=False,
+        traces.append(dict(type="scatter", x=[t[k - 1]], y=[n[k - 1]], mode="markers", showlegend=False,
                            hoverinfo="skip", marker=dict(color=color, size=9)))
-    return _figure(traces, "Race replay: tokens over time", "seconds since the run started", "tokens")
+    cursor = [] if clock is None else [dict(type="line", yref="paper", x0=clock, x1=clock, y0=0, y1=1,
+                                            line=dict(color="#f59e0b", width=2))]
+    return _figure(traces, "Race: tokens over time", "seconds since the run started", "tokens",
+                   shapes=cursor, yaxis=_count_axis(top))
 
 
 def cycles_chart(run: Run) -> go.Figure:
@@ -277,8 +391,10 @@ def cycles_chart(run: Run) -> go.Figure:
     block = [dict(type="line", xref="paper", x0=0, x1=1, y0=B, y1=B, line=dict(color="#94a3b8", dash="dot"))]
     note = [dict(text="block size", xref="paper", x=0, y=B, yanchor="bottom", xanchor="left",
                  showarrow=False, font=dict(size=11, color="#64748b"))]
+    top = max([B] + [len(c.committed) for c in run.cycles])
     return _figure(traces, "Committed tokens per cycle", "cycle", "tokens", barmode="stack",
                    shapes=block if B else [], annotations=note if B else [],
+                   xaxis=_count_axis(len(x)), yaxis=_count_axis(top),
                    legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom",
                                traceorder="normal", font=dict(size=11)))
 
@@ -291,7 +407,8 @@ def acceptance_histogram(run: Run) -> go.Figure:
     title = "Acceptance length per cycle"
     if lengths:
         title += f" (τ = {1 + sum(lengths) / len(lengths):.2f})"
-    return _figure([bar], title, "accepted drafts in the cycle", "cycles", xaxis=dict(dtick=1))
+    return _figure([bar], title, "accepted drafts in the cycle", "cycles", xaxis=dict(dtick=1),
+                   yaxis=_count_axis(max(counts)))
 
 
 def position_chart(run: Run) -> go.Figure:

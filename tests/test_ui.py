@@ -7,25 +7,34 @@ on the builtin target with a random drafter (outputs must still be identical: DF
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
+from app import (CUSTOM, CUSTOM_OFF, NO_NETWORK, RUN_OUT, VIEWS, Playground, custom_models_allowed,
+                 model_choices, parse_settings)
+from dflash.config import MAX_TOKENS_LIMIT
 from dflash.events import Cycle, Prefill, Summary, Token
-from dflash.registry import BUILTIN_DRAFTER
+from dflash.registry import BUILTIN_DRAFTER, PICKER
+from dflash.replay import duration
 from dflash.ui import (Run, acceptance_histogram, cycles_chart, metrics_html, pane_html, position_chart,
                        race_chart, verdict_html)
 from dflash.verdict import first_divergence
+from dflash.worker import Worker, pair_key
+from tests.tiny import FakeDetokenizer, tiny_drafter, tiny_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = dict(prompt="Count from one to ten:", max_tokens=8, block_size=4, chat=False)
-CUSTOM = "Custom target + drafter…"
+# what the API returns of RUN_OUT (gr.State outputs stay on the server)
+API_OUT = tuple(name for name in RUN_OUT if name not in ("history", "loaded"))
 
 
 # ---- pure views ------------------------------------------------------------------------------
@@ -92,6 +101,161 @@ def test_charts_and_metrics_build():
     assert "–" in metrics_html(None, None)
 
 
+def test_small_views_say_what_they_show():
+    one = Run("target")
+    one.add(Prefill("target", 3, 0.1, Token(1, "a", "target"), 0.1))
+    target_pane = pane_html(one, "target")
+    assert "1 token<" in target_pane and "tk-first" in target_pane.split('class="legend"')[1]  # in its legend
+    for chart in (cycles_chart(_run()), acceptance_histogram(_run()), race_chart([_run()])):
+        assert chart.layout.yaxis.dtick == 1  # whole-number ticks on counts
+    assert parse_settings("hi", MAX_TOKENS_LIMIT, 4, 0, 0).max_tokens == MAX_TOKENS_LIMIT  # the CLI's limit
+    with pytest.raises(ValueError, match=f"1..{MAX_TOKENS_LIMIT}"):
+        parse_settings("hi", MAX_TOKENS_LIMIT + 1, 4, 0, 0)
+
+
+# ---- the handlers, on a worker with tiny models -----------------------------------------------
+
+class Gate:
+    """Blocks the worker at the `after`-th token of generation number `run` until opened."""
+
+    def __init__(self, run: int, after: int = 3):
+        self.event, self.run, self.after, self.runs = threading.Event(), run, after, 0
+
+    def detokenizer(self):
+        gate = self
+
+        class Gated(FakeDetokenizer):
+            def reset(self):
+                super().reset()
+                gate.runs += 1
+
+            def add_token(self, t):
+                super().add_token(t)
+                if gate.runs == gate.run and len(self.tokens) == gate.after:
+                    gate.event.wait(60)
+
+        return Gated()
+
+
+def tiny_playground(gate=None, allow_custom=True, calls=None):
+    """A Playground whose "tiny" pick is a random tiny pair; other names go to the real loader."""
+    from dflash.load import load_pair
+
+    def loader(model, draft, progress):
+        (calls if calls is not None else []).append((model, draft))
+        if model != "tiny-llama":
+            return load_pair(model, draft, progress=progress)
+        pair = tiny_pair("llama", tiny_drafter())
+        pair.tokenizer.decode = lambda ids: f"<{ids[0]}>"
+        if gate:
+            pair.tokenizer.detokenizer = gate.detokenizer()
+        return pair
+
+    hub = next(label for label in PICKER if "Qwen3-4B" in label)
+    choices = {"tiny": ("tiny-llama", "tiny-drafter"), hub: PICKER[hub]}
+    return Playground(Worker(loader=loader), {**choices, CUSTOM: None} if allow_custom else choices,
+                      allow_custom, machine="a test box")
+
+
+def session(name="s"):
+    return SimpleNamespace(session_hash=name)
+
+
+def run_args(**kw):
+    args = dict(prompt="hello there", max_tokens=24, block_size=4, temperature=0, seed=0, chat=False,
+                choice="tiny", custom_target="", custom_draft="", adaptive=False, history=None, loaded="tiny")
+    return {**args, **kw}
+
+
+def views(update, names=RUN_OUT) -> dict:
+    return dict(zip(names, update))
+
+
+def test_stop_shows_what_was_produced_and_replays():
+    gate = Gate(run=2)  # the DFlash run waits at its third token
+    pg = tiny_playground(gate)
+    frames = pg.run(**run_args(max_tokens=200), request=session())
+    for update in frames:
+        if '<pre class="tokens"><span' in str(views(update)["dflash"]):  # DFlash has begun
+            break
+    pg.stop(session())
+    gate.event.set()
+    last = views(list(frames)[-1])
+    assert last["status"].startswith("■ Stopped")
+    assert "max tokens" in last["target"] and "stopped" in last["dflash"] and "generating" not in last["dflash"]
+    assert "Stopped: the first" in last["verdict"] and "identical" in last["verdict"]
+    assert last["metrics"].count("tok/s") == 2 and "stopped" in last["metrics"]
+    assert last["data"]["dflash"]["finish_reason"] == "cancelled"
+    # the stopped race replays: both panes grow, then end exactly as the live run ended
+    replay = [views(u, VIEWS) for u in pg.replay(last["history"], 0, "2×", session())]
+    assert replay[-1]["target"] == last["target"] and replay[-1]["dflash"] == last["dflash"]
+    grown = [u for u in replay if isinstance(u["dflash"], str) and "▶ replay" in u["dflash"]]
+    assert grown and all("max tokens" not in u["target"] for u in grown[:1])
+
+
+def test_a_queued_session_sees_its_place_in_line():
+    gate = Gate(run=1)
+    pg = tiny_playground(gate)
+    first = pg.run(**run_args(), request=session("a"))
+    assert "Preparing" in next(first)[0]  # session a holds the worker
+    second = pg.run(**run_args(), request=session("b"))
+    assert next(second)[0] == "⏳ Waiting for another run (position 1 in line)…"
+    gate.event.set()
+    assert views(list(first)[-1])["status"].startswith("✓ Done")
+    assert views(list(second)[-1])["status"].startswith("✓ Done")
+
+
+def test_a_failed_pick_says_what_to_do_and_returns_to_the_loaded_pair(monkeypatch, tmp_path):
+    import huggingface_hub.constants as hub
+
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)  # no network in tests, and none needed
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path))
+    calls = []
+    pg = tiny_playground(calls=calls)
+    assert list(pg.choose("tiny", "tiny", session()))[-1][0] == "✓ tiny is ready."
+    hub_pick = next(label for label in pg.choices if "Hub" in label)
+    for _ in range(2):
+        status, model, loaded = list(pg.choose(hub_pick, "tiny", session()))[-1]
+        assert status == f"⚠ {NO_NETWORK}" and model == {"__type__": "update", "value": "tiny"}
+    assert pg.worker.loaded() == [pair_key("tiny-llama", "tiny-drafter")] and calls.count(calls[0]) == 1
+    assert views(list(pg.run(**run_args(), request=session()))[-1])["status"].startswith("✓ Done")
+
+
+def test_custom_paths_what_to_do(tmp_path):
+    pg = tiny_playground()
+    missing = pg.run(**run_args(choice=CUSTOM, custom_target=str(tmp_path / "nope")), request=session())
+    assert "does not exist on this machine" in list(missing)[-1][0]
+    unknown = list(pg.run(**run_args(choice=CUSTOM, custom_target="org/Unknown-Model-1B"), request=session()))
+    assert "drafter box" in unknown[-1][0] and "--draft" not in unknown[-1][0]
+
+
+def test_custom_models_only_when_allowed(tmp_path):
+    calls = []
+    pg = tiny_playground(allow_custom=False, calls=calls)
+    said = {list(pg.run(**run_args(choice=CUSTOM, custom_target=t), request=session()))[-1][0]
+            for t in (str(tmp_path), str(tmp_path / "nope"), "org/Model")}
+    assert said == {f"⚠ {CUSTOM_OFF}"} and calls == []  # nothing loaded, nothing revealed
+    assert CUSTOM not in model_choices(None, None, allow_custom=False) and CUSTOM in model_choices(None, None)
+    assert custom_models_allowed("127.0.0.1", None) and not custom_models_allowed("0.0.0.0", None)
+    assert custom_models_allowed("0.0.0.0", True) and not custom_models_allowed("127.0.0.1", False)
+
+
+def test_replay_of_a_finished_race_and_its_results():
+    pg = tiny_playground()
+    last = views(list(pg.run(**run_args(), request=session()))[-1])
+    replay = [views(u, VIEWS) for u in pg.replay(last["history"], 0, "2×", session())]
+    assert replay[-1]["dflash"] == last["dflash"] and replay[-1]["target"] == last["target"]
+    cursors = [u["race"].layout.shapes[0].x0 for u in replay if hasattr(u["race"], "layout") and u["race"].layout.shapes]
+    assert cursors[0] == 0 and cursors == sorted(cursors)  # the race chart's cursor follows the clock
+    assert cursors[-1] == pytest.approx(duration(last["history"][0].runs))
+    md = pg.results(last["history"], 0)
+    d, t = last["data"]["dflash"], last["data"]["target"]
+    for text in (f"{t['decode_tok_s']:.1f} tok/s", f"{d['decode_tok_s']:.1f} tok/s", f"{d['tau']:.2f}",
+                 "a test box", "block_size 4", "| Target only | DFlash |"):
+        assert text in md
+    assert "Nothing to replay" in list(pg.replay([], None, "1×", session()))[-1][0]
+
+
 # ---- the launched app ------------------------------------------------------------------------
 
 def free_port() -> int:
@@ -120,8 +284,9 @@ def launched_app(tmp: Path):
     """`python app.py` on a free port; yields its URL once it answers."""
     port = free_port()
     log = open(tmp / "app.log", "w")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # no network in tests: a Hub pick fails at once
     proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), *pair_args(tmp)], cwd=ROOT,
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 600
@@ -151,24 +316,25 @@ def client(url):
     return Client(url, verbose=False)
 
 
-def final(updates: list) -> list:
+def final(updates: list) -> dict:
     """The last real value of each output (skipped outputs arrive as {'__type__': 'update'})."""
     last = [None] * len(updates[0])
     for out in updates:
         for i, v in enumerate(out):
             if not (isinstance(v, dict) and v.get("__type__") == "update"):
                 last[i] = v
-    return last
+    return dict(zip(API_OUT, last))
 
 
-def race(c, **kw) -> tuple[list, list]:
+def race(c, **kw) -> tuple[list, dict]:
     job = c.submit(**{**SHORT, **kw}, api_name="/run")
     updates = list(job)
     return updates, final(updates)
 
 
 def test_generation_end_to_end(app_url):
-    updates, (status, target_pane, dflash_pane, verdict, metrics, race_plot, *plots, data) = race(client(app_url))
+    updates, out = race(client(app_url))
+    status, dflash_pane, verdict, metrics, data = (out[k] for k in ("status", "dflash", "verdict", "metrics", "data"))
     assert status.startswith("✓ Done"), status
     t, d = data["target"], data["dflash"]
     assert t["token_ids"] == d["token_ids"] and data["first_divergence"] is None
@@ -183,22 +349,22 @@ def test_generation_end_to_end(app_url):
     assert d["per_position_acceptance"][0] == pytest.approx(sum(a > 0 for a in lengths) / len(lengths))
     assert dflash_pane.count('class="tk tk-') >= 4 + 1 and f'{d["tokens"]} tokens' in dflash_pane
     assert f'{d["decode_tok_s"]:.1f} tok/s' in metrics
-    assert all(p and p["type"] == "plotly" for p in (race_plot, *plots))
+    assert all(out[p] and out[p]["type"] == "plotly" for p in ("race", "cycles", "hist", "pos"))
     assert len(updates) > 4  # streamed, not only the end
 
 
 def test_adaptive_verify_length(app_url):
-    _, (status, *_, data) = race(client(app_url), adaptive=True, max_tokens=12)
-    assert status.startswith("✓ Done"), status
-    assert data["target"]["token_ids"] == data["dflash"]["token_ids"]
+    _, out = race(client(app_url), adaptive=True, max_tokens=12)
+    assert out["status"].startswith("✓ Done"), out["status"]
+    assert out["data"]["target"]["token_ids"] == out["data"]["dflash"]["token_ids"]
 
 
 def test_bad_input_stop_and_queueing(app_url):
     c = client(app_url)
-    assert "empty" in race(c, prompt="   ")[1][0]
-    assert "neither a directory nor a Hub repo id" in race(c, choice=CUSTOM, custom_target="/no/such/model",
-                                                              custom_draft="/no/such/drafter")[1][0]
-    assert "no known DFlash drafter" in race(c, choice=CUSTOM, custom_target="org/Unknown-Model-1B")[1][0]
+    assert "empty" in race(c, prompt="   ")[1]["status"]
+    assert "does not exist" in race(c, choice=CUSTOM, custom_target="/no/such/model",
+                                    custom_draft="/no/such/drafter")[1]["status"]
+    assert "drafter box" in race(c, choice=CUSTOM, custom_target="org/Unknown-Model-1B")[1]["status"]
     with pytest.raises(Exception, match="maximum"):
         c.predict(**{**SHORT, "max_tokens": 10**6}, api_name="/run")
 
@@ -219,7 +385,7 @@ def test_bad_input_stop_and_queueing(app_url):
             if isinstance(out[0], str) and out[0].startswith("▶"):
                 spans.setdefault(i, [time.monotonic(), None])
         spans[i][1] = time.monotonic()
-        spans[i].append(final(list(job.outputs())))
+        spans[i].append(final(list(job.outputs()))["data"])
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
     for th in threads:
@@ -229,4 +395,20 @@ def test_bad_input_stop_and_queueing(app_url):
     (a0, a1, a), (b0, b1, b) = sorted(spans.values())
     assert a0 - stopped < 10, "the stopped run kept the worker busy"
     assert a1 <= b0 + 0.5, "two sessions ran at the same time"
-    assert a[-1]["dflash"]["token_ids"] == b[-1]["dflash"]["token_ids"] == a[-1]["target"]["token_ids"]
+    assert a["dflash"]["token_ids"] == b["dflash"]["token_ids"] == a["target"]["token_ids"]
+
+
+def test_stop_leaves_what_was_produced(app_url):
+    """Stop through the API: the run ends with its partial text, "stopped" and the partial metrics
+    (it used to be cut off mid-stream: panes "generating…", verdict and metrics blank)."""
+    c = client(app_url)
+    job = c.submit(**{**SHORT, "max_tokens": 1000}, api_name="/run")
+    while not (job.outputs() and '<pre class="tokens"><span' in str(job.outputs()[-1][API_OUT.index("target")])):
+        time.sleep(0.1)
+    c.predict(api_name="/stop")
+    out = final(list(job))
+    assert out["status"].startswith("■ Stopped"), out["status"]
+    assert "stopped" in out["target"] and "generating" not in out["target"] and "not run" in out["dflash"]
+    assert "Stopped before" in out["verdict"] and "tok/s" in out["metrics"]
+    assert out["data"]["target"]["finish_reason"] == "cancelled"
+    assert 1 <= out["data"]["target"]["tokens"] < 1000
