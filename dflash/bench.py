@@ -547,10 +547,7 @@ def write_plot(doc: dict, path: Path) -> Optional[Path]:
 # ---------------------------------------------------------------- CLI
 
 
-def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> int:
-    """`python -m dflash bench ...`; `load(model, draft, mode, progress=, target_dtype=)` -> Pair
-    (load_pair by default; tests pass their own)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dflash bench",
                                 description="Target-only vs DFlash on the same prompts, in one process.")
     add_model_args(p)
@@ -569,7 +566,14 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
     p.add_argument("--replot", metavar="FILE.json", help="only print the table and write the plot of a saved JSON")
     add_generation_args(p)
     p.set_defaults(max_tokens=DEFAULT_BENCH_TOKENS)
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> int:
+    """`python -m dflash bench ...`; `load(model, draft, mode, progress=, target_dtype=)` -> Pair
+    (load_pair by default; tests pass their own)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = build_parser().parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
 
     if a.replot:
