@@ -33,6 +33,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .config import DEFAULT_MAX_TOKENS, GenerationConfig
 from .events import Cycle, Prefill, Summary
@@ -616,6 +617,10 @@ def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         if not e.counted:
             metrics.error()
         return JSONResponse(_error_body(str(e), e.status, e.param, e.code), status_code=e.status)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request, e: ClientDisconnect):  # the client left mid-upload: nobody to answer
+        return Response(status_code=499)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, e: StarletteHTTPException):

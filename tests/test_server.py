@@ -339,6 +339,15 @@ def test_sigterm_ends_open_requests_and_the_server():
     assert not thread.is_alive()
 
 
+def test_upload_cut_short_is_not_a_server_error(url):
+    before = metrics(url)["totals"]["errors"]
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"pro")
+    assert post(url, "/v1/completions", prompt="x", max_tokens=4).status_code == 200
+    assert metrics(url)["totals"]["errors"] == before
+
+
 def test_server_fault_is_5xx_and_not_fatal():
     calls = []
 
