@@ -16,6 +16,7 @@ MAX_TOKENS_LIMIT = 4096
 # (assets/bench/results/cpu-ab-blocks-*.json). On a GPU a 16-token pass costs about what a
 # 4-token one does: there the drafter's whole block is the default.
 CPU_BLOCK_SIZE = 5
+MAX_TREE = 64  # drafted nodes per tree verify pass
 
 
 def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> int:
@@ -40,6 +41,10 @@ class GenerationConfig:
     top_p: float = 1.0
     seed: int = 0
     adaptive: bool = False  # DFlash: choose each cycle's verify length (<= block_size) from measured costs
+    # DFlash: drafted nodes verified per target pass (tree.py); 0 = the argmax chain; None =
+    # chosen per cycle from measured costs where the target takes trees, unless a chain
+    # length (block_size / adaptive) is asked for
+    tree: int | None = None
 
     def validate(self, drafter_block_size: int | None = None) -> "GenerationConfig":
         """Raise ValueError naming the bad value; return self when all is well."""
@@ -53,12 +58,20 @@ class GenerationConfig:
             raise ValueError(f"top_p must be in (0, 1] (got {self.top_p!r})")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed must be an integer in 0..2**63-1 (got {self.seed!r})")
+        if self.tree is not None and (not isinstance(self.tree, int) or not 0 <= self.tree <= MAX_TREE):
+            raise ValueError(f"tree must be an integer in 0..{MAX_TREE} (got {self.tree!r})")
         if self.block_size is not None and drafter_block_size is not None:
             if not 2 <= self.block_size <= drafter_block_size:
                 raise ValueError(
                     f"block_size must be in 2..{drafter_block_size} for this drafter (got {self.block_size})"
                 )
         return self
+
+    def wants_tree(self) -> bool:
+        """Tree verification asked for, or left to the engine (the default)."""
+        if self.tree is not None:
+            return self.tree > 0
+        return self.block_size is None and not self.adaptive
 
     def verify_length(self, drafter_block_size: int, on_cpu: bool | None = None) -> int:
         """The block (upper bound when adaptive) this generation drafts and verifies."""

@@ -7,6 +7,10 @@ One DFlash cycle (DFLASH.md §2), verifying B tokens (B <= the drafter's block):
     accept   acc = longest prefix with d_{i+1} == p_i
     commit   emit d_1..d_acc (draft) and p_acc (target); p_acc becomes the next staged token
     rollback the target's caches keep staged + d_1..d_acc; the drafter's context gains their features
+
+A tree cycle (tree.py) drafts the same block, verifies the N most probable paths through it in
+one pass, commits the longest path the target agrees with plus its token, and compacts the
+caches to that path.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Iterator, Optional
 
 import mlx.core as mx
 
-from .config import GenerationConfig
+from .config import MAX_TREE, GenerationConfig
+from . import tree
 from .events import Cycle, Event, Prefill, Summary, Token
-from .policy import Planner, measure_costs
+from .policy import Planner, TreePlanner, measure_costs
 from .sampling import Sampler
 
 
@@ -69,19 +74,24 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     if dflash and drafter is None:
         raise ValueError("mode 'dflash' needs a drafter; this pair has none")
     cfg.validate(drafter.block_size if dflash else None)
-    B = cfg.verify_length(drafter.block_size) if dflash else 1
+    nodes, note = _tree_nodes(pair, cfg) if dflash else (None, None)
+    if nodes is not None:  # a tree's depth: up to the block asked for, else the drafter's
+        B = cfg.block_size or drafter.block_size
+    else:
+        B = cfg.verify_length(drafter.block_size) if dflash else 1
     if not prompt_ids:
         raise ValueError("the prompt is empty")
-    if target.max_context and len(prompt_ids) + cfg.max_tokens + B > target.max_context:
+    fed = B if nodes is None else 1 + (MAX_TREE if nodes == "auto" else nodes)  # per verify pass
+    if target.max_context and len(prompt_ids) + cfg.max_tokens + fed > target.max_context:
         raise ValueError(
             f"prompt ({len(prompt_ids)} tokens) + max_tokens ({cfg.max_tokens}) exceeds the "
             f"target's context of {target.max_context} tokens")
 
     planner = None
-    if dflash and cfg.adaptive:  # verify length per cycle from measured costs (policy.py)
-        if pair.costs is None or pair.costs.get("block_size") != B:
-            pair.costs = dict(measure_costs(pair, B), block_size=B)
-        planner = Planner(pair.costs, B)
+    if nodes == "auto":  # tree size per cycle from measured costs (policy.py)
+        planner = TreePlanner(_costs(pair, B, MAX_TREE))
+    elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
+        planner = Planner(_costs(pair, B), B)
     sampler = Sampler(cfg.temperature, cfg.top_p, cfg.seed)
     out = _Output(pair.tokenizer, cfg.max_tokens)
     cache = target.make_cache()
@@ -92,7 +102,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     staged = sampler.sample(target.prefill(prompt_ids, cache, on_chunk=extend)).item()
     first = out.emit([(staged, "target", None)])
     ttft = perf_counter() - t0
-    yield Prefill(cfg.mode, len(prompt_ids), ttft, first[0] if first else None, ttft)
+    yield Prefill(cfg.mode, len(prompt_ids), ttft, first[0] if first else None, ttft, note)
 
     cycles: list[Cycle] = []
     total_accepted = 0
@@ -100,22 +110,49 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
         if cancel is not None and cancel.is_set():
             out.finish = "cancelled"
             break
-        k = planner.next_k() if planner else B
-        if k > 1:
+        k = planner.next_k() if planner else B  # 1: a plain target step
+        shape = ((), ())
+        if k == 1:
+            drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged, extend)
+        elif nodes is not None:
+            drafted, acc, committed, times, shape = _tree_cycle(
+                target, drafter, cache, context, out, staged, B, nodes, planner)
+        else:
             drafted, acc, committed, times = _dflash_cycle(
                 target, drafter, cache, context, sampler, out, staged, k)
-        else:
-            drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged, extend)
+        k = len(drafted) + 1
         if planner:
             planner.observe(k, acc)
         total_accepted += acc
         c = Cycle(len(cycles), k, drafted, acc, committed, *times, perf_counter() - t0,
-                  len(out.ids), total_accepted)
+                  len(out.ids), total_accepted, *shape)
         cycles.append(c)
         staged = committed[-1].id if committed else staged
         yield c
 
-    yield _summary(cfg, B, out, cycles, len(prompt_ids), ttft, perf_counter() - t0)
+    verify = (f"tree {nodes}" if nodes is not None else
+              f"chain {'auto' if cfg.adaptive else B}") if dflash else ""
+    yield _summary(cfg, B, out, cycles, len(prompt_ids), ttft, perf_counter() - t0, verify)
+
+
+def _tree_nodes(pair, cfg):
+    """(nodes, note): drafted nodes per tree pass ("auto": chosen per cycle) or None for the
+    chain, and a note saying why a tree was wanted but the chain runs."""
+    if not cfg.wants_tree():
+        return None, None
+    if not pair.target.tree_capable:
+        return None, "this target verifies the chain: its GatedDeltaNet layers cannot take a tree"
+    if cfg.temperature > 0:
+        return None, "sampling verifies the chain: exact multi-path sampling is not implemented"
+    return (cfg.tree or "auto"), None
+
+
+def _costs(pair, B, tree_nodes=None) -> dict:
+    """Measured forward costs for the planners, once per pair and verify shape."""
+    key = (B, tree_nodes)
+    if pair.costs is None or pair.costs.get("key") != key:
+        pair.costs = dict(measure_costs(pair, B, tree_nodes=tree_nodes), key=key)
+    return pair.costs
 
 
 def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
@@ -146,6 +183,34 @@ def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
     return tuple(drafted), acc, committed, times
 
 
+def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner):
+    t = perf_counter()
+    # draft: one drafter pass over the block, then the most probable paths through it
+    logits = drafter.propose(target, staged, B, context.cache())
+    tr = tree.build(staged, *tree.candidates(logits), planner.max_nodes if planner else nodes)
+    if planner:
+        tr = tr.prefix(planner.choose(tree.expected_accepts(tr)))
+    t_draft = perf_counter()
+
+    # verify: one target pass over every node, each seeing only its ancestors
+    logits, feats, _ = target.forward(mx.array([tr.tokens]), cache, tree=tree.Layout.of(tr))
+    keep, nxt = tree.accept(tr, mx.argmax(logits[0], axis=-1).tolist())
+    t_verify = perf_counter()
+
+    # commit: the accepted path, then the target's own token (correction or bonus)
+    acc = len(keep) - 1
+    children = [i for i in range(1, len(tr)) if tr.parents[i] == keep[-1]]
+    proposed = tr.tokens[children[0]] if children else None  # the best child: its first
+    committed = out.emit([(tr.tokens[i], "draft", None) for i in keep[1:]] + [(nxt, "target", proposed)])
+
+    # compact: caches keep the path; the drafter sees its features next cycle
+    if out.finish is None:
+        tree.compact(cache, len(tr), keep)
+        context.add(feats[:, mx.array(keep)])
+    times = (t_draft - t, t_verify - t_draft, perf_counter() - t_verify)
+    return tr.tokens[1:], acc, committed, times, (tr.parents[1:], tuple(keep[1:]))
+
+
 class _DraftContext:
     """The drafter's context cache, fed lazily: features of committed positions wait here
     until the next draft needs them (plain target steps then cost the drafter nothing)."""
@@ -173,7 +238,7 @@ def _target_cycle(target, cache, sampler, out, staged, extend=None):
     return (), 0, committed, (0.0, perf_counter() - t, 0.0)
 
 
-def _summary(cfg, B, out, cycles, n_prompt, ttft, total) -> Summary:
+def _summary(cfg, B, out, cycles, n_prompt, ttft, total, verify="") -> Summary:
     n_cycles = len(cycles)
     lengths = tuple(c.accepted for c in cycles)
     offered = sum(len(c.drafted) for c in cycles)
@@ -200,4 +265,5 @@ def _summary(cfg, B, out, cycles, n_prompt, ttft, total) -> Summary:
         verify_s=sum(c.verify_s for c in cycles),
         rollback_s=sum(c.rollback_s for c in cycles),
         finish_reason=out.finish or "length",
+        verify=verify,
     )

@@ -37,6 +37,7 @@ class Prefill:
     seconds: float  # prefill wall time; the first token is emitted at the end of it (TTFT)
     first: Optional[Token]  # the target's first token (None if max_tokens == 0)
     t: float  # seconds since the generation started
+    note: Optional[str] = None  # said once: e.g. why this run verifies a chain, not a tree
     kind: str = field(default="prefill", init=False)
 
 
@@ -44,8 +45,8 @@ class Prefill:
 class Cycle:
     index: int  # 0-based
     block_size: int  # tokens verified by the target this cycle (1 for target-only)
-    drafted: tuple[int, ...]  # draft ids d_1..d_{B-1} offered for verification (() target-only)
-    accepted: int  # length of the accepted draft prefix
+    drafted: tuple[int, ...]  # draft ids offered for verification: chain d_1..d_{B-1}, or tree nodes
+    accepted: int  # drafts accepted (the chain's prefix, the tree's path)
     committed: tuple[Token, ...]  # tokens emitted this cycle (after stop / max_tokens cut)
     draft_s: float
     verify_s: float
@@ -53,6 +54,10 @@ class Cycle:
     t: float  # seconds since the generation started, when this cycle's tokens were emitted
     total_tokens: int  # tokens emitted so far, the prefill token included
     total_accepted: int  # accepted draft tokens so far
+    # tree cycles (tree.py): parents[i] is drafted[i]'s parent, 0 = the staged token, j > 0 =
+    # drafted[j-1]; path = the accepted nodes root to leaf (1-based into drafted). () for chains
+    parents: tuple[int, ...] = ()
+    path: tuple[int, ...] = ()
     kind: str = field(default="cycle", init=False)
 
 
@@ -77,6 +82,7 @@ class Summary:
     verify_s: float
     rollback_s: float
     finish_reason: str  # "stop" | "length" | "cancelled"
+    verify: str = ""  # how drafts were verified: "tree 8", "tree auto", "chain 5", "chain auto"
     kind: str = field(default="summary", init=False)
 
 

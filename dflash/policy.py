@@ -8,7 +8,10 @@ E[tokens | k] / (t_verify(k) + t_draft). When no k beats a plain target step, a 
 from __future__ import annotations
 
 import math
+import time
 from typing import Optional, Sequence
+
+from . import tree as tree_mod
 
 NOISE = 1.05  # DFlash must beat target-only by this factor, or target-only runs
 
@@ -46,14 +49,16 @@ def _at(draft_ms: float | dict[int, float], k: int) -> float:
 
 
 CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
+TREE_SIZES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # drafted nodes TreePlanner may verify
 
 
-def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5) -> dict:
+def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
+                  tree_nodes: Optional[int] = None) -> dict:
     """Median ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
-    what `Planner` weighs. Measured once per pair."""
-    import time
-
+    what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
+    (n in TREE_SIZES up to tree_nodes) and draft_ms one draft plus its tree build, what
+    `TreePlanner` weighs. Measured once per pair."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter
@@ -71,19 +76,38 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5) -> d
             times.append((time.perf_counter() - t) * 1000)
         return sorted(times[1:])[reps // 2]
 
-    def verify(k):
+    def verify(k, tree=None):
         def run():
-            logits, _, tapes = target.forward(ids[:, :k], cache, record=target.is_hybrid)
+            layout = None if tree is None else tree_mod.Layout.of(tree)
+            logits, _, tapes = target.forward(ids[:, :k], cache, record=target.is_hybrid, tree=layout)
             out = mx.argmax(logits, -1)
             mx.eval(out)
             target.rollback(cache, tapes, k, 0)
             return out
         return run
 
-    ks = [1] + [k for k in CANDIDATE_KS if k < block_size] + [block_size]
-    verify_ms = _monotone({k: timed(verify(k)) for k in ks})
-    draft_ms = _monotone({k: timed(lambda: drafter.propose(target, 5, k, dcache)) for k in ks[1:]})
-    return {"step_ms": verify_ms.pop(1), "verify_ms": verify_ms, "draft_ms": draft_ms}
+    if tree_nodes:
+        step_ms = timed(verify(1))
+        sizes = sorted({n for n in TREE_SIZES if n < tree_nodes} | {tree_nodes})
+        trees = {n: _sample_tree(n, block_size - 1) for n in sizes}
+        verify_ms = _monotone({n: timed(verify(n + 1, trees[n])) for n in sizes})
+        draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
+            drafter.propose(target, 5, block_size, dcache)), sizes[-1]).tokens)
+        return {"step_ms": step_ms, "verify_ms": verify_ms, "draft_ms": draft_ms}
+    ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
+    verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})
+    step_ms = verify_ms.pop(1)
+    draft_ms = _monotone({k: timed(lambda: drafter.propose(target, 5, k, dcache)) for k in ks})
+    return {"step_ms": step_ms, "verify_ms": verify_ms, "draft_ms": draft_ms}
+
+
+def _sample_tree(n: int, depth: int):
+    """A tree of n nodes shaped like drafted ones (for timing: a pass costs by rows and depth)."""
+    import numpy as np
+
+    w = tree_mod.WIDTH
+    logp = -(0.4 * np.arange(depth)[:, None] + 0.9 * np.arange(w)[None])
+    return tree_mod.build(5, np.arange(depth * w).reshape(depth, w) + 10, logp, n)
 
 
 def _monotone(ms: dict[int, float]) -> dict[int, float]:
@@ -143,4 +167,63 @@ class Planner:
         if probe:
             self.interval = (self.base if self.choice else
                              max(min(2 * self.interval, self.max_interval), self.min_gap))
+            self.probe_at = self.cycles + self.interval
+
+
+class TreePlanner:
+    """Picks each cycle's tree size (drafted nodes) from measured costs.
+
+    A best-first tree of n nodes is the first n nodes of a larger one, and its expected accepted
+    drafts are the sum of its nodes' path probabilities (tree.expected_accepts). Those are the
+    drafter's own probabilities, so they are scaled by what the target really accepted against
+    what they predicted (counts fading by `decay`). Each drafted cycle verifies the n with the
+    most expected tokens per second. When the best n, averaged over recent cycles, loses to a
+    plain target step by the NOISE margin, plain steps run, with probes spaced as in Planner.
+    """
+
+    def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
+                 prior: float = 1.0, decay: float = 0.97):
+        self.costs, self.sizes = costs, sorted(costs["verify_ms"])
+        self.decay, self.predicted, self.accepted = decay, prior, prior
+        self.best_rate = math.inf  # decayed mean of each drafted cycle's best tokens/ms
+        self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
+        self.cycles, self.probe_at = 0, 0
+        probe_ms = costs["verify_ms"][self.sizes[-1]] + costs["draft_ms"]
+        self.min_gap = math.ceil((probe_ms / costs["step_ms"] - 1) / (NOISE - 1))
+
+    @property
+    def max_nodes(self) -> int:
+        return self.sizes[-1]
+
+    def pays(self) -> bool:
+        return self.best_rate >= NOISE / self.costs["step_ms"]
+
+    def next_k(self) -> int:
+        """Tokens to verify next: a tree of up to max_nodes (+ the staged token), or 1 (a plain
+        target step) while trees lose and no probe is due."""
+        return self.max_nodes + 1 if self.pays() or self.cycles >= self.probe_at else 1
+
+    def choose(self, expected: Sequence[float]) -> int:
+        """Nodes to verify of a drafted tree; expected[n]: the drafter's expected accepts of its
+        first n nodes (n = 0..N)."""
+        scale = self.accepted / self.predicted
+        rate = {n: (1 + scale * expected[n]) / (self.costs["verify_ms"][n] + self.costs["draft_ms"])
+                for n in self.sizes if n < len(expected)}
+        best = max(rate, key=rate.get)
+        self.best_rate = rate[best] if math.isinf(self.best_rate) else (
+            self.decay * self.best_rate + (1 - self.decay) * rate[best])
+        self._expected = float(expected[best])
+        return best
+
+    def observe(self, k: int, acc: int) -> None:
+        """After each cycle: k tokens verified (1: a plain step), acc drafts accepted."""
+        self.cycles += 1
+        if k == 1:
+            return
+        self.predicted = self.decay * self.predicted + self._expected
+        self.accepted = self.decay * self.accepted + acc
+        if self.pays():
+            self.interval = self.base
+        else:  # a losing probe: the next one comes later
+            self.interval = max(min(2 * self.interval, self.max_interval), self.min_gap)
             self.probe_at = self.cycles + self.interval

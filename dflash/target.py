@@ -17,8 +17,9 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import blas, cuda_env
+from . import cuda_env
 from .tape import GDNTape, gdn_forward_recorded, rollback
+from .tree import Layout
 
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 PREFILL_CHUNK = 512
@@ -60,14 +61,17 @@ class Target:
         # mx.fast's attention reduces p @ v in K blocks that depend on the key count, so a token's
         # row would differ alone vs inside a block; _attention_rows_invariant never does. On
         # MLX's CUDA backend a k-token pass attends in chunks of query rows (gpu_verify_rows).
+        # On the CPU every attention-only family attends that way, so that a tree pass
+        # (_tree_attention_invariant) sums each row exactly as decoding it alone does.
         plain_attention = model_type in ("llama", "qwen2", "qwen3")
+        self.tree_capable = not self._linear  # attention-only targets verify trees (tree.py)
         cpu = mx.default_device() == mx.cpu
         if attention_rows is None:
             attention_rows = 0 if cpu else gpu_verify_rows()
         self._attend = None
         if plain_attention and attention_rows > 0:
             self._attend = partial(_attention_row_chunks, rows=attention_rows)
-        elif plain_attention and blas.loaded is not None and cpu:
+        elif self.tree_capable and cpu:
             self._attend = _attention_rows_invariant
 
     @property
@@ -86,11 +90,16 @@ class Target:
             return self.backbone.embed_tokens.as_linear(h)
         return self.head(h)
 
-    def forward(self, ids: mx.array, cache: list, record: bool = False, last_only: bool = False):
+    def forward(self, ids: mx.array, cache: list, record: bool = False, last_only: bool = False,
+                tree: Optional[Layout] = None):
         """ids [1, L] -> (logits [1, L, V], taps [1, L, n_taps*H], tapes {layer: GDNTape}).
 
         last_only: logits of the last position only (prefill needs no others).
+        tree: the ids are a drafted tree's nodes (tree.py): each attends to the cache and its
+        own ancestors, at position cache length + depth.
         """
+        if tree is not None:
+            return self._forward_tree(ids, cache, tree)
         h = self.embed(ids)
         fa_mask = create_attention_mask(h, cache[self._kv_idx])
         ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
@@ -108,6 +117,20 @@ class Target:
         if last_only:
             h = h[:, -1:]
         return self.logits(self.backbone.norm(h)), feats, tapes
+
+    def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
+        if not self.tree_capable:
+            raise ValueError("tree verification needs an attention-only target")
+        cpu = mx.default_device() == mx.cpu
+        attend = partial(_tree_attention_invariant if cpu else _tree_attention_masked, tree=tree)
+        h = self.embed(ids)
+        taps = {}
+        for i, (layer, c) in enumerate(zip(self.layers, cache)):
+            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth)
+            if i in self.tap_ids:
+                taps[i] = h
+        feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
+        return self.logits(self.backbone.norm(h)), feats, {}
 
     def prefill(self, ids: list[int], cache: list, on_chunk=None) -> mx.array:
         """Feed the prompt in chunks; returns the last position's logits [V].
@@ -142,8 +165,9 @@ def _decoder_layer_recorded(layer, x, cache):
     return h + layer.mlp(layer.post_attention_layernorm(h)), tape
 
 
-def _decoder_layer_with(layer, x, cache, attend):
-    """mlx-lm's llama / qwen2 / qwen3 DecoderLayer with causal attention done by `attend`."""
+def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = None):
+    """mlx-lm's llama / qwen2 / qwen3(_moe) DecoderLayer with attention done by `attend`;
+    depth: a tree pass, row i at position cache.offset + depth[i]."""
     a = layer.self_attn
     B, L, _ = x.shape
     xn = layer.input_layernorm(x)
@@ -153,11 +177,19 @@ def _decoder_layer_with(layer, x, cache, attend):
     if hasattr(a, "q_norm"):  # qwen3
         q, k = a.q_norm(q), a.k_norm(k)
     q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
-    q, k = a.rope(q, offset=cache.offset), a.rope(k, offset=cache.offset)
+    if depth is None:
+        q, k = a.rope(q, offset=cache.offset), a.rope(k, offset=cache.offset)
+    else:
+        q, k = _rope_at(a.rope, q, cache.offset + depth), _rope_at(a.rope, k, cache.offset + depth)
     k, v = cache.update_and_fetch(k, v)
     o = attend(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
     h = x + a.o_proj(o)
     return h + layer.mlp(layer.post_attention_layernorm(h))
+
+
+def _rope_at(rope, x, positions: mx.array):
+    """RoPE with one position per row: rows become the batch axis, which takes an offset each."""
+    return rope(x.transpose(2, 1, 0, 3), offset=positions).transpose(2, 1, 0, 3)
 
 
 def _attention_rows_invariant(q, k, v, scale):
@@ -204,3 +236,44 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
         outs.append(mx.fast.scaled_dot_product_attention(
             q[:, :, s:e], k[:, :, :end], v[:, :, :end], scale=scale, mask="causal" if e - s > 1 else None))
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
+
+
+def _tree_attention_invariant(q, k, v, scale, tree: Layout):
+    """Tree attention that sums like _attention_rows_invariant on a token decoded alone.
+
+    Each row sees the committed keys and then its ancestors, gathered into the contiguous
+    sequence it would have after the path is committed: same positions, same KEY_CHUNK chunks,
+    same order, masked keys only at the end. Chunks of committed keys are shared by all rows;
+    the chunk(s) holding a row's ancestors are gathered per row.
+    """
+    B, Hq, R, D = q.shape
+    Hkv, C = k.shape[1], k.shape[2] - R
+    Dm = tree.ancestors.shape[1]
+    q = (q * scale).reshape(B, Hkv, Hq // Hkv, R, D)
+    kb, vb = (a[:, :, C:][:, :, tree.ancestors] for a in (k, v))  # [B, Hkv, R, Dm, D]
+    s_ctx = q @ k[:, :, None, :C].swapaxes(-1, -2)
+    s_blk = (q[..., None, :] @ kb[:, :, None].swapaxes(-1, -2))[..., 0, :]
+    s_blk = mx.where(mx.arange(Dm)[None] <= tree.depth[:, None], s_blk, -mx.inf)
+    p = mx.softmax(mx.concatenate([s_ctx, s_blk], axis=-1), axis=-1, precise=True)
+    c0 = C // KEY_CHUNK * KEY_CHUNK
+    out = None
+    for c in range(0, c0, KEY_CHUNK):
+        part = p[..., c : c + KEY_CHUNK] @ v[:, :, None, c : c + KEY_CHUNK]
+        out = part if out is None else out + part
+    tail_v = mx.concatenate([mx.broadcast_to(v[:, :, None, c0:C], (B, Hkv, R, C - c0, D)), vb], axis=3)
+    tail_p = p[..., c0:]
+    for c in range(0, tail_p.shape[-1], KEY_CHUNK):
+        pc, vc = tail_p[..., c : c + KEY_CHUNK], tail_v[:, :, :, c : c + KEY_CHUNK]
+        if (pad := KEY_CHUNK - pc.shape[-1]):
+            pc = mx.pad(pc, [(0, 0)] * 4 + [(0, pad)])
+            vc = mx.pad(vc, [(0, 0)] * 3 + [(0, pad), (0, 0)])
+        part = (pc[..., None, :] @ vc[:, :, None])[..., 0, :]
+        out = part if out is None else out + part
+    return out.reshape(B, Hq, R, D)
+
+
+def _tree_attention_masked(q, k, v, scale, tree: Layout):
+    """Tree attention in one fused call (GPU): committed keys, then ancestors only."""
+    R, C = q.shape[2], k.shape[2] - q.shape[2]
+    mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
+    return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)

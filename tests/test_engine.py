@@ -174,8 +174,9 @@ def test_draft_vocab_keeps_output_and_drafts_inside_it(temperature):
 
 
 def test_default_verify_length_is_short_on_a_cpu():
-    """No block size asked for: 5 on a CPU (a verify pass there grows with every token), the
-    drafter's block on a GPU or as the bound of an adaptive length; an explicit one always wins."""
+    """The chain (tree=0) with no block size asked for: 5 on a CPU (a verify pass there grows
+    with every token), the drafter's block on a GPU or as the bound of an adaptive length; an
+    explicit one always wins."""
     from dflash.config import CPU_BLOCK_SIZE, default_block_size
 
     assert default_block_size(16, on_cpu=True) == CPU_BLOCK_SIZE < 16
@@ -187,7 +188,7 @@ def test_default_verify_length_is_short_on_a_cpu():
     assert default_block_size(16) == (5 if mx.default_device() == mx.cpu else 16)
     pair = tiny_pair("qwen3", tiny_drafter(block_size=8), seed=3)
     _, plain = run(pair, [5, 9, 11], mode="target", max_tokens=20)
-    events, fast = run(pair, [5, 9, 11], max_tokens=20)
+    events, fast = run(pair, [5, 9, 11], max_tokens=20, tree=0)
     assert fast.token_ids == plain.token_ids
     assert fast.block_size == default_block_size(8)
     assert {c.block_size for c in events if isinstance(c, Cycle)} == {fast.block_size}

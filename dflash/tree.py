@@ -1,0 +1,170 @@
+"""Tree verification (DDTree): verify several drafted paths in one target pass.
+
+The drafter's one pass gives a distribution for every block position. Instead of the argmax
+chain, `build` grows a tree of N nodes best-first over paths, a path scored by the product of
+its tokens' draft probabilities. The target verifies the staged token and all N nodes in ONE
+pass: each node attends to the committed context and to its own ancestors only, at RoPE
+position committed length + depth (`Layout`). `accept` walks from the root along children
+whose token is the target's greedy choice at their parent; `keep` is the accepted path, which
+the caches then compact to (`compact`): the tokens of a root path, in order, as if they had
+been decoded one by one.
+
+Best-first trees are nested: the tree of n nodes is the first n nodes of the tree of N > n, so
+one build prices every budget (`expected_accepts`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Optional
+
+import mlx.core as mx
+import numpy as np
+
+WIDTH = 8  # candidate tokens per block position (the target's token is in the top-8 ~80 %)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Node 0 is the staged token (the root); nodes 1..N are drafted, parents before children."""
+
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]  # parents[0] = -1
+    depths: tuple[int, ...]
+    logp: tuple[float, ...]  # the drafter's log-probability of the path to each node
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def prefix(self, n: int) -> "Tree":
+        """The tree of the first n drafted nodes (a valid tree: parents come first)."""
+        k = n + 1
+        return Tree(self.tokens[:k], self.parents[:k], self.depths[:k], self.logp[:k])
+
+
+def candidates(logits: mx.array, width: int = WIDTH) -> tuple[np.ndarray, np.ndarray]:
+    """Per block position the `width` most likely draft tokens, best first, with log-probs.
+
+    logits [D, V] (positions 1..D) -> (ids [D, W], logp [D, W]); -inf entries (outside a draft
+    vocabulary) never become candidates unless fewer than W tokens are finite.
+    """
+    logits = logits.astype(mx.float32)
+    logp = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    width = min(width, logits.shape[-1])
+    ids = mx.argpartition(-logp, width - 1, axis=-1)[:, :width]
+    lp = mx.take_along_axis(logp, ids, axis=-1)
+    order = mx.argsort(-lp, axis=-1)
+    ids, lp = mx.take_along_axis(ids, order, -1), mx.take_along_axis(lp, order, -1)
+    mx.eval(ids, lp)
+    return np.array(ids), np.array(lp)
+
+
+def build(staged: int, ids: np.ndarray, logp: np.ndarray, budget: int,
+          transitions: Optional[np.ndarray] = None) -> Tree:
+    """The `budget` most probable root paths' nodes, best first.
+
+    ids / logp [D, W]: candidates per depth (sorted). transitions [D, W, W] (optional, log
+    space): transitions[d, i, j] re-scores candidate j at depth d+1 when its parent is candidate
+    i at depth d (a path-conditioned head; row 0 holds the staged token's row for depth 1 in
+    every i). Children's scores are renormalised to their candidates' draft mass, so without
+    transitions a node's score is exactly its path's log-probability.
+    """
+    D, W = ids.shape
+    child_lp = _child_scores(logp, transitions)  # [D, W(parent cand), W] log-probs, sorted below
+    order = np.argsort(-child_lp, axis=-1, kind="stable")
+    tokens, parents, depths, scores, cand = [staged], [-1], [0], [0.0], [0]
+    heap = [(-child_lp[0, 0, order[0, 0, 0]], 0, 0, 0)]  # (-score, parent node, rank, tiebreak)
+    tick = 1
+    while heap and len(tokens) <= budget:
+        neg, parent, rank, _ = heapq.heappop(heap)
+        d = depths[parent]  # the new node's depth is d + 1, its candidates ids[d]
+        pc = cand[parent] if d else 0
+        j = order[d, pc, rank]
+        tokens.append(int(ids[d, j])), parents.append(parent), depths.append(d + 1)
+        scores.append(-neg), cand.append(j)
+        node = len(tokens) - 1
+        if rank + 1 < W:  # next sibling
+            s = scores[parent] + child_lp[d, pc, order[d, pc, rank + 1]]
+            heapq.heappush(heap, (-s, parent, rank + 1, tick))
+        if d + 1 < D:  # first child
+            s = -neg + child_lp[d + 1, j, order[d + 1, j, 0]]
+            heapq.heappush(heap, (-s, node, 0, tick + 1))
+        tick += 2
+    return Tree(tuple(tokens), tuple(parents), tuple(depths), tuple(float(s) for s in scores))
+
+
+def _child_scores(logp: np.ndarray, transitions: Optional[np.ndarray]) -> np.ndarray:
+    D, W = logp.shape
+    base = np.broadcast_to(logp[:, None, :], (D, W, W)).astype(np.float64)
+    if transitions is None:
+        return base
+    mass = np.logaddexp.reduce(base, axis=-1, keepdims=True)
+    s = base + transitions
+    return s - np.logaddexp.reduce(s, axis=-1, keepdims=True) + mass
+
+
+def chain(staged: int, drafted: list[int]) -> Tree:
+    """The argmax chain as a tree (for a uniform view of chain cycles)."""
+    n = len(drafted)
+    return Tree((staged, *drafted), (-1, *range(n)), tuple(range(n + 1)), (0.0,) * (n + 1))
+
+
+def expected_accepts(tree: Tree) -> np.ndarray:
+    """[n] = expected accepted drafts of the first n nodes' tree, by the drafter's own
+    probabilities: a node is accepted iff its whole path is, with probability exp(logp)."""
+    return np.concatenate([[0.0], np.cumsum(np.exp(tree.logp[1:]))])
+
+
+def accept(tree: Tree, posterior: list[int]) -> tuple[list[int], int]:
+    """(keep, next): the accepted root path as node indices (root first) and the target's token
+    after it. posterior[i] = the target's greedy token after node i's path."""
+    children: dict[int, dict[int, int]] = {}
+    for i in range(1, len(tree)):
+        children.setdefault(tree.parents[i], {})[tree.tokens[i]] = i
+    keep = [0]
+    while (nxt := children.get(keep[-1], {}).get(posterior[keep[-1]])) is not None:
+        keep.append(nxt)
+    return keep, posterior[keep[-1]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a tree verify pass needs per row: RoPE position offset (= depth) and ancestors."""
+
+    depth: mx.array  # [R] int32
+    ancestors: mx.array  # [R, Dm] int32: the node's ancestors root..itself, padded with 0
+    visible: mx.array  # [R, R] bool: row r may attend to node c (c is r or an ancestor of r)
+
+    @classmethod
+    def of(cls, tree: Tree) -> "Layout":
+        R, Dm = len(tree), max(tree.depths) + 1
+        anc = np.zeros((R, Dm), np.int32)
+        vis = np.zeros((R, R), bool)
+        for r in range(R):
+            path, n = [], r
+            while n >= 0:
+                path.append(n)
+                n = tree.parents[n]
+            path.reverse()
+            anc[r, : len(path)] = path
+            vis[r, path] = True
+        return cls(mx.array(np.array(tree.depths, np.int32)), mx.array(anc), mx.array(vis))
+
+
+def compact(cache: list, n_fed: int, keep: list[int]) -> None:
+    """Make every attention cache hold, after its committed prefix, only the `keep` nodes of the
+    n_fed just verified, in order (their keys were roped at committed length + depth, which is
+    their position in the compacted sequence)."""
+    n = len(keep)
+    if keep == list(range(n)):  # a prefix: a plain trim
+        for c in cache:
+            c.trim(n_fed - n)
+        return
+    idx = mx.array(keep)
+    for c in cache:
+        start = c.offset - n_fed
+        for name in ("keys", "values"):
+            a = getattr(c, name)
+            a[..., start : start + n, :] = mx.take(a[..., start : start + n_fed, :], idx, axis=2)
+        c.offset = start + n

@@ -1,0 +1,207 @@
+"""Tree verification (dflash/tree.py): the best-first build, acceptance, the tree pass and cache
+compaction against brute force, and DFlash with trees == target-only on every attention family."""
+
+import itertools
+import random
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from dflash import tree
+from dflash.config import GenerationConfig
+from dflash.engine import stream
+from dflash.events import Cycle
+from tests.test_engine import check_events, run
+from tests.tiny import VOCAB, tiny_drafter, tiny_pair
+
+TREE_FAMILIES = ["llama", "qwen2", "qwen3", "qwen3_moe"]
+
+
+def _candidates(rng, D=5, W=4):
+    ids = rng.permutation(np.arange(10, 10 + D * W)).reshape(D, W)
+    logp = -np.sort(rng.random((D, W)) * 4, axis=1)  # distinct, sorted best first
+    return ids, logp
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_build_keeps_the_most_probable_paths(seed):
+    """Best-first = the N highest-probability root paths of the candidate grid (brute force)."""
+    rng = np.random.default_rng(seed)
+    D, W = 4, 3
+    ids, logp = _candidates(rng, D, W)
+    paths = []  # every path of depth 1..D: (log-prob, ranks)
+    for d in range(1, D + 1):
+        for ranks in itertools.product(range(W), repeat=d):
+            paths.append((sum(logp[i, r] for i, r in enumerate(ranks)), ranks))
+    paths.sort(reverse=True)
+    for n in (1, 2, 7, 20, 60):
+        t = tree.build(99, ids, logp, n)
+        assert len(t) == n + 1 and t.tokens[0] == 99 and t.parents[0] == -1
+        got = set()
+        for i in range(1, len(t)):
+            toks, j = [], i
+            while j > 0:
+                toks.append(t.tokens[j])
+                j = t.parents[j]
+            got.add(tuple(reversed(toks)))
+            assert t.parents[i] < i and t.depths[i] == t.depths[t.parents[i]] + 1
+        want = {tuple(ids[k, r] for k, r in enumerate(ranks)) for _, ranks in paths[:n]}
+        assert got == want
+        assert tree.expected_accepts(t)[-1] == pytest.approx(sum(np.exp(p) for p, _ in paths[:n]))
+        assert t.prefix(n // 2).tokens == tree.build(99, ids, logp, n // 2).tokens  # nested
+
+
+def test_transitions_rescore_children_and_zero_transitions_change_nothing():
+    rng = np.random.default_rng(1)
+    ids, logp = _candidates(rng, 4, 3)
+    base = tree.build(7, ids, logp, 12)
+    assert tree.build(7, ids, logp, 12, np.zeros((4, 3, 3))) == base
+    boost = np.zeros((4, 3, 3))
+    boost[1, :, 2] = 10.0  # at depth 2, every parent now favours its last candidate
+    t = tree.build(7, ids, logp, 2, boost)
+    assert t.tokens[1:] == (ids[0, 0], ids[1, 2])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_accept_equals_brute_force(seed):
+    """The accepted path = the deepest node whose every token is the target's choice at its
+    parent; the next token is the target's choice after it."""
+    rng = np.random.default_rng(seed)
+    ids, logp = _candidates(rng, 5, 3)
+    t = tree.build(1, ids, logp, int(rng.integers(1, 40)))
+    posterior = [int(rng.choice(ids.ravel())) if rng.random() < 0.7 else 0 for _ in range(len(t))]
+    keep, nxt = tree.accept(t, posterior)
+
+    def ok(i):
+        while i > 0:
+            if posterior[t.parents[i]] != t.tokens[i]:
+                return False
+            i = t.parents[i]
+        return True
+
+    deepest = max((i for i in range(len(t)) if ok(i)), key=lambda i: t.depths[i])
+    assert keep[-1] == deepest and nxt == posterior[deepest]
+    assert all(t.parents[b] == a for a, b in zip(keep, keep[1:]))
+
+
+def _path(t, i):
+    out = []
+    while i >= 0:
+        out.append(i)
+        i = t.parents[i]
+    return out[::-1]
+
+
+@pytest.mark.parametrize("family", TREE_FAMILIES)
+def test_tree_rows_equal_their_path_decoded_alone(family):
+    """Each node's logits from one tree pass == feeding its root path token by token; after
+    compaction the caches equal a fresh prefill of the committed sequence."""
+    pair = tiny_pair(family, seed=4)
+    target = pair.target
+    rng = np.random.default_rng(3)
+    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, 300)]  # past one 256-key chunk
+    ids, logp = _candidates(rng, 6, 4)
+    ids = ids % (VOCAB - 4) + 4
+    t = tree.build(prompt[-1], ids, logp, 30)
+    cache = target.make_cache()
+    target.forward(mx.array([prompt[:-1]]), cache)
+    logits, feats, _ = target.forward(mx.array([t.tokens]), cache, tree=tree.Layout.of(t))
+    for r in range(len(t)):
+        alone_cache = target.make_cache()
+        target.forward(mx.array([prompt[:-1]]), alone_cache)
+        for i in _path(t, r):
+            alone, alone_feats, _ = target.forward(mx.array([[t.tokens[i]]]), alone_cache)
+        assert mx.array_equal(alone[0, -1], logits[0, r]).item(), f"row {r}"
+
+    keep = max((_path(t, r) for r in range(len(t))), key=len)
+    tree.compact(cache, len(t), keep)
+    fresh = target.make_cache()
+    target.forward(mx.array([prompt[:-1] + [t.tokens[i] for i in keep]]), fresh)
+    for c, f in zip(cache, fresh):
+        assert c.offset == f.offset
+        for name in ("keys", "values"):
+            a, b = (getattr(x, name)[..., : x.offset, :] for x in (c, f))
+            assert mx.array_equal(a, b).item(), name
+
+
+class TreeOracle:
+    """Drafts the target's own continuation, the right token sometimes ranked 2nd-4th or absent,
+    so accepted paths run through siblings (see tests/test_engine.py's OracleDrafter)."""
+
+    def __init__(self, reference, block_size, rng):
+        self.reference, self.block_size, self.rng = reference, block_size, rng
+        self.mask_token_id, self.target_layer_ids = VOCAB - 1, [0]
+
+    def make_cache(self):
+        return {"n": 0}
+
+    def extend_context(self, features, cache):
+        cache["n"] += features.shape[1]
+
+    def propose(self, target, staged, k, cache):
+        rows = []
+        for j in range(1, k):
+            pos = cache["n"] + j
+            right = self.reference[pos] if pos < len(self.reference) else 0
+            scores = np.array([self.rng.random() for _ in range(VOCAB)])
+            rank = self.rng.choice([0, 0, 1, 2, 3, 50])  # 50: not a candidate at all
+            scores[right] = np.sort(scores)[::-1][rank] + 1e-3 if rank < 50 else -1.0
+            rows.append(scores * 8)
+        return mx.array(np.array(rows, np.float32))
+
+
+@pytest.mark.parametrize("family", TREE_FAMILIES)
+def test_trees_are_lossless(family):
+    """Trees of 1..64 nodes == target-only, stop tokens and max_tokens inside accepted paths."""
+    rng = random.Random(TREE_FAMILIES.index(family))
+    pair = tiny_pair(family, seed=3)
+    pair.target.tap_ids = [0]
+    stats = {"sibling_accepted": 0, "cut_in_path": 0}
+    for case in range(24):
+        prompt = [rng.randrange(4, VOCAB - 1) for _ in range(rng.randint(1, 30))]
+        max_tokens = rng.randint(1, 40)
+        pair.tokenizer.eos_token_ids = {VOCAB}
+        pair.drafter = None
+        _, long = run(pair, prompt, mode="target", max_tokens=max_tokens + 16)
+        if case % 3 == 0:
+            pair.tokenizer.eos_token_ids = {long.token_ids[rng.randrange(len(long.token_ids))]}
+        _, plain = run(pair, prompt, mode="target", max_tokens=max_tokens)
+        pair.drafter = TreeOracle(prompt + list(long.token_ids), 16, rng)
+        nodes = rng.choice([1, 2, 5, 8, 16, 33, 64])
+        events, fast = run(pair, prompt, max_tokens=max_tokens, tree=nodes)
+        assert fast.token_ids == plain.token_ids, f"case {case}"
+        assert fast.finish_reason == plain.finish_reason and fast.verify == f"tree {nodes}"
+        check_events(events, fast)
+        for c in (e for e in events if isinstance(e, Cycle)):
+            assert len(c.drafted) == len(c.parents) <= nodes and len(c.path) == c.accepted
+            n = min(c.accepted, len(c.committed))  # a stop token or max_tokens may cut the path
+            assert [c.drafted[i - 1] for i in c.path][:n] == [t.id for t in c.committed][:n]
+            first_child = {}
+            for i, p in enumerate(c.parents, 1):
+                first_child.setdefault(p, i)
+            stats["sibling_accepted"] += any(first_child[c.parents[b - 1]] != b for b in c.path)
+            stats["cut_in_path"] += len(c.committed) < c.accepted + 1
+    assert all(v > 0 for v in stats.values()), stats
+
+
+def test_hybrid_target_says_it_verifies_the_chain():
+    pair = tiny_pair("qwen3_5", tiny_drafter(block_size=8), seed=2)
+    events, fast = run(pair, [5, 6, 7], max_tokens=12, tree=8)
+    _, plain = run(pair, [5, 6, 7], mode="target", max_tokens=12)
+    assert fast.token_ids == plain.token_ids and fast.verify.startswith("chain")
+    assert "GatedDeltaNet" in events[0].note
+    sampled = list(stream(pair, [5], GenerationConfig(max_tokens=4, tree=8, temperature=0.7)))
+    assert sampled[0].note  # the chain, said once, whatever the reason
+
+
+def test_auto_tree_is_the_default_and_lossless():
+    pair = tiny_pair("qwen3", tiny_drafter(block_size=8), seed=2)
+    events, fast = run(pair, [5, 6, 7, 9], max_tokens=30)
+    _, plain = run(pair, [5, 6, 7, 9], mode="target", max_tokens=30)
+    assert fast.verify == "tree auto" and fast.token_ids == plain.token_ids
+    assert events[0].note is None
+    _, chain = run(pair, [5, 6, 7, 9], max_tokens=30, block_size=4)  # a chain length asked for
+    assert chain.verify == "chain 4" and chain.token_ids == plain.token_ids
+    with pytest.raises(ValueError, match="tree"):
+        run(pair, [5], tree=65)
