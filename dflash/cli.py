@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 
-from .config import DEFAULT_MAX_TOKENS, GenerationConfig
+from .config import DEFAULT_MAX_TOKENS, MAX_TREE, GenerationConfig
 from .events import Cycle, Prefill, Summary, to_dict
 
 VERBS = {
@@ -23,6 +23,10 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=_block_size, default=None,
                    help="2..drafter block size (default: the drafter's on a GPU, up to 5 on a CPU), "
                         "or 'auto': each cycle's verify length from measured costs and the acceptance so far")
+    p.add_argument("--tree", type=_tree, default=None, metavar="N",
+                   help="drafted nodes verified per target pass, as a tree of the most probable "
+                        f"paths (1..{MAX_TREE}); 0 = the argmax chain; 'auto' (the default unless "
+                        "--block-size is given): each cycle's tree size from measured costs")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
@@ -32,10 +36,14 @@ def _block_size(text: str):
     return "auto" if text == "auto" else int(text)
 
 
+def _tree(text: str):
+    return None if text == "auto" else int(text)
+
+
 def config_from_args(a, mode: str = "dflash") -> GenerationConfig:
     auto = a.block_size == "auto"
     return GenerationConfig(mode, a.max_tokens, None if auto else a.block_size, a.temperature,
-                            a.top_p, a.seed, adaptive=auto)
+                            a.top_p, a.seed, adaptive=auto, tree=getattr(a, "tree", None))
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
