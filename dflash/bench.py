@@ -86,13 +86,19 @@ def _generate(pair, ids: list[int], cfg: GenerationConfig) -> tuple[Summary, dic
     cycle_ms = s.decode_s / n * 1e3
     stats = {
         "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "tokens": s.tokens, "cycles": s.cycles,
-        "tau": s.tau, "acceptance_rate": s.acceptance_rate,
+        "tau": s.tau, "acceptance_rate": s.acceptance_rate, "tokens_verified": _mean_verified(events),
         **{f"{k}_ms": v for k, v in per_cycle.items()},
         "cycle_ms": cycle_ms,
         # time inside a cycle that none of the engine's draft/verify/rollback timers saw
         "untimed_ms": cycle_ms - sum(per_cycle.values()),
     }
     return s, stats
+
+
+def _mean_verified(events) -> float:
+    """Mean tokens per target pass (the verify length, or the tree's nodes + 1)."""
+    passes = [e.block_size for e in events if e.kind == "cycle"]
+    return sum(passes) / len(passes) if passes else 0.0
 
 
 def _peer_stats(r) -> dict:
@@ -303,7 +309,8 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
     if cfg.mode != "dflash":
         raise ValueError(f"bench compares DFlash with target-only; cfg.mode must be 'dflash' (got {cfg.mode!r})")
     B = cfg.verify_length(pair.drafter.block_size)
-    cfg = replace(cfg, block_size=B).validate(pair.drafter.block_size)
+    if not cfg.wants_tree():  # a chain: its length fixed for every prompt (trees size themselves)
+        cfg = replace(cfg, block_size=B).validate(pair.drafter.block_size)
     encoded = {s: [(p["id"], encode_prompt(pair.tokenizer, p["prompt"])) for p in ps] for s, ps in suites.items()}
     first = next(iter(encoded.values()))[0][1]
 
@@ -601,7 +608,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         doc["settings"] = {
             "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites), "target_dtype": a.target_dtype,
             "max_tokens": cfg.max_tokens, "block_size": cfg.verify_length(pair.drafter.block_size),
-            "adaptive": cfg.adaptive,
+            "adaptive": cfg.adaptive, "tree": "auto" if cfg.tree is None and cfg.wants_tree() else cfg.tree,
             "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
             "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",
