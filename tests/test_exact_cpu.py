@@ -38,6 +38,33 @@ def test_block_rows_equal_single_token_rows(target):
         assert mx.array_equal(row, together[0, i]), f"row {i} differs"
 
 
+def test_tree_rows_equal_single_token_rows(target):
+    """A tree pass (tree.py) past the 384-key point: each node's logits == its root path fed
+    token by token after the context."""
+    import numpy as np
+
+    from dflash import tree
+
+    t, tok = target
+    ids = tok.encode("The tide mill stood at the mouth of the river for three hundred years. " * 40)[:450]
+    cand = tok.encode(" It ground corn for the village and timber for the boats, and it never stopped.")
+    grid = np.array(cand[:12]).reshape(4, 3)
+    tr = tree.build(ids[-1], grid, -np.arange(12.0).reshape(4, 3) / 4, 9)
+    cache = t.make_cache()
+    t.forward(mx.array([ids[:-1]]), cache)
+    together, _, _ = t.forward(mx.array([tr.tokens]), cache, tree=tree.Layout.of(tr))
+    for r in range(len(tr)):
+        path, n = [], r
+        while n >= 0:
+            path.append(tr.tokens[n])
+            n = tr.parents[n]
+        cache = t.make_cache()
+        t.forward(mx.array([ids[:-1]]), cache)
+        for x in reversed(path):
+            alone = t.forward(mx.array([[x]]), cache)[0][0, -1]
+        assert mx.array_equal(alone, together[0, r]), f"node {r} differs"
+
+
 def test_embedded_pair_dflash_equals_target_only():
     """The product's promise on the real embedded pair: identical ids, fixed and adaptive blocks."""
     import json
@@ -52,7 +79,8 @@ def test_embedded_pair_dflash_equals_target_only():
     for row in rows[::20]:  # one prompt from each of three categories
         ids = encode_prompt(pair.tokenizer, row["prompt"])
         *_, plain = stream(pair, ids, GenerationConfig(mode="target", max_tokens=40))
-        for cfg in (GenerationConfig(max_tokens=40), GenerationConfig(max_tokens=40, adaptive=True)):
+        for cfg in (GenerationConfig(max_tokens=40), GenerationConfig(max_tokens=40, adaptive=True),
+                    GenerationConfig(max_tokens=40, tree=0), GenerationConfig(max_tokens=40, tree=32)):
             *_, fast = stream(pair, ids, cfg)
             assert fast.token_ids == plain.token_ids, row["prompt"]
 
