@@ -1,0 +1,37 @@
+"""The playground's tree view is drawn from a Cycle event alone."""
+
+from dflash.events import Cycle, Token
+from dflash.tree_view import COLORS, layout, tree_figure
+
+
+def _cycle(parents, path, drafted, committed):
+    return Cycle(3, len(drafted) + 1, tuple(drafted), len(path), tuple(committed), 0.0, 0.0, 0.0,
+                 1.0, 10, 4, tuple(parents), tuple(path))
+
+
+def test_layout_puts_parents_between_their_children():
+    pos = layout((0, 0, 1, 1, 2))  # root -> 1, 2; 1 -> 3, 4; 2 -> 5
+    assert pos[0][0] == 0 and pos[3][0] == pos[4][0] == pos[5][0] == 2
+    assert pos[1][1] == (pos[3][1] + pos[4][1]) / 2 and pos[2][1] == pos[5][1]
+    assert sorted(p[1] for n, p in pos.items() if n in (3, 4, 5)) == [0, 1, 2]
+
+
+def test_figure_marks_the_accepted_path_and_the_targets_token():
+    # drafted ids 10 (root child), 11 (its sibling), 12 (child of 11); accepted: 11 then 12;
+    # the target then corrected to 99 (the drafter had nothing after 12)
+    c = _cycle((0, 0, 2), (2, 3), (10, 11, 12),
+               [Token(11, "b", "draft"), Token(12, "c", "draft"), Token(99, "!", "target", 7)])
+    fig = tree_figure(c, decode=lambda i: f"t{i}", staged=5)
+    by_name = {t.name: t for t in fig.data if t.name}
+    assert list(by_name["accepted draft"].text) == ["t11", "t12"]
+    assert list(by_name["rejected draft"].text) == ["t10"]
+    assert list(by_name["staged token"].text) == ["t5"]
+    target = next(t for n, t in by_name.items() if n.startswith("target's token"))
+    assert "correction" in target.name and list(target.text) == ["!"]
+    assert target.marker.color == COLORS["target"]
+    assert "2 accepted" in fig.layout.title.text
+
+
+def test_a_chain_cycle_says_so():
+    c = _cycle((), (), (10, 11), [Token(10, "a", "draft")])
+    assert "chain" in tree_figure(c, decode=str).layout.title.text
