@@ -68,6 +68,13 @@ def _check_ids(taps, mask, num_target_layers: int, vocab_size: int) -> None:
                          f"0..{vocab_size - 1} (got {mask!r})")
 
 
+def _check_rank(rank) -> int:
+    if not (_is_int(rank) and rank >= 0):
+        raise ValueError(f"drafter config.json: dflash_config.markov_rank must be a non-negative "
+                         f"integer (got {rank!r})")
+    return rank
+
+
 @dataclass
 class DrafterArgs:
     hidden_size: int
@@ -88,6 +95,7 @@ class DrafterArgs:
     attention_bias: bool = False
     layer_types: Optional[list[str]] = None
     sliding_window: Optional[int] = None
+    markov_rank: int = 0  # > 0: a MarkovHead of this rank (dflash_config.markov_rank)
     extra: dict = field(default_factory=dict)  # other config keys, written back on save
 
     def __post_init__(self):
@@ -130,6 +138,7 @@ class DrafterArgs:
                 attention_bias=cfg.get("attention_bias", False),
                 layer_types=cfg.get("layer_types"),
                 sliding_window=cfg.get("sliding_window"),
+                markov_rank=_check_rank(dc.get("markov_rank") or 0),
                 extra={k: v for k, v in cfg.items() if k not in known},
             )
         except KeyError as e:
@@ -161,6 +170,8 @@ class DrafterArgs:
                 "target_layer_ids": list(self.target_layer_ids),
             },
         }
+        if self.markov_rank:
+            cfg["dflash_config"]["markov_rank"] = self.markov_rank
         if self.layer_types is not None:
             cfg["layer_types"] = self.layer_types
             cfg["sliding_window"] = self.sliding_window
@@ -244,10 +255,31 @@ class DecoderLayer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
-class Drafter(nn.Module):
-    """Predicts block positions 1..B-1 from [staged, MASK...] plus the target's context."""
+class MarkovHead(nn.Module):
+    """A low-rank transition bias from the previous token (DSpark's Markov head): block position
+    j's logits gain out_proj(in_proj(E[prev])), E the target's input embedding and prev the token
+    chosen at j-1. The drafter fills its block in one pass, so without it position j cannot know
+    which candidate was taken before it (a tree's sibling path). `rows`: the drafter's logit
+    vocabulary (its draft vocabulary, else the target's). out_proj starts at zero: a new head
+    leaves every proposal unchanged."""
 
-    def __init__(self, args: DrafterArgs):
+    def __init__(self, hidden: int, rows: int, rank: int):
+        super().__init__()
+        self.in_proj = nn.Linear(hidden, rank, bias=False)
+        self.out_proj = nn.Linear(rank, rows, bias=False)
+        self.out_proj.weight = mx.zeros_like(self.out_proj.weight)
+
+    def __call__(self, prev_embeds: mx.array) -> mx.array:
+        return self.out_proj(self.in_proj(prev_embeds.astype(self.in_proj.weight.dtype)))
+
+
+class Drafter(nn.Module):
+    """Predicts block positions 1..B-1 from [staged, MASK...] plus the target's context.
+
+    head_rows: the Markov head's vocabulary size when args.markov_rank > 0 (the draft
+    vocabulary's size; default the target's vocabulary)."""
+
+    def __init__(self, args: DrafterArgs, head_rows: Optional[int] = None):
         super().__init__()
         self.args = args
         types = args.layer_types or ["full_attention"] * args.num_hidden_layers
@@ -257,6 +289,8 @@ class Drafter(nn.Module):
         self.layers = [DecoderLayer(args, t == "sliding_attention") for t in types]
         self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.vocab: Optional[DraftVocab] = None  # propose from a subset of the vocabulary
+        if args.markov_rank:
+            self.markov = MarkovHead(args.hidden_size, head_rows or args.vocab_size, args.markov_rank)
 
     @property
     def block_size(self) -> int:
@@ -309,6 +343,40 @@ class Drafter(nn.Module):
         h = self(target.embed(block), cache)[0, 1:k]
         return self.vocab.logits(target, h) if self.vocab is not None else target.logits(h)
 
+    @property
+    def has_markov(self) -> bool:
+        return "markov" in self
+
+    @property
+    def head_rows(self) -> Optional[int]:
+        """The Markov head's vocabulary size (None: no head)."""
+        return self.markov.out_proj.weight.shape[0] if self.has_markov else None
+
+    def markov_bias(self, prev_embeds: mx.array, vocab_size: int) -> mx.array:
+        """The head's bias [..., vocab_size] for previous tokens given by their target embeddings,
+        in the vocabulary of `propose`'s logits (zero outside the draft vocabulary)."""
+        b = self.markov(prev_embeds)
+        if self.vocab is None:
+            return b
+        full = mx.zeros(b.shape[:-1] + (vocab_size,), dtype=b.dtype)
+        return full.at[..., self.vocab.index].add(b)
+
+    def transition_bias(self, target, prev_ids: mx.array) -> mx.array:
+        """Rows [N, V] to add to a position's base logits when prev_ids [N] precede it."""
+        return self.markov_bias(target.embed(prev_ids), target.vocab_size)
+
+    def chain(self, target, staged: int, k: int, cache: list[KVCache]) -> mx.array:
+        """The greedy chain [k-1] (target token ids): d_j = argmax(base_j + bias(d_{j-1})), d_0 the
+        staged token; argmax(base) without a head."""
+        base = self.propose(target, staged, k, cache)
+        if not self.has_markov:
+            return mx.argmax(base, axis=-1)
+        prev, out = mx.array([staged]), []
+        for j in range(k - 1):
+            prev = mx.argmax(base[j : j + 1] + self.transition_bias(target, prev), axis=-1)
+            out.append(prev)
+        return mx.concatenate(out)
+
     def _empty(self, h):
         a = self.layers[0].self_attn
         z = mx.zeros((h.shape[0], a.n_kv, 0, a.head_dim), dtype=h.dtype)
@@ -327,16 +395,16 @@ class DraftVocab:
 
     def __init__(self, ids):
         self.ids = np.asarray(ids, dtype=np.int32)
-        self._index = mx.array(self.ids)
+        self.index = mx.array(self.ids)
         self._rows, self._target = None, None
 
     def logits(self, target, h: mx.array) -> mx.array:
         if self._target is not target:  # gathered once per target: [n, H] rows of its head
             head = target.head if target.head is not None else target.backbone.embed_tokens
-            self._rows, self._target = dense_weight(head, self._index), target
+            self._rows, self._target = dense_weight(head, self.index), target
         sub = h @ self._rows.T
         full = mx.full((h.shape[0], target.vocab_size), -mx.inf, dtype=sub.dtype)
-        full[:, self._index] = sub
+        full[:, self.index] = sub
         return full
 
     def save(self, path: Path) -> None:
@@ -387,7 +455,8 @@ def load_drafter(path: str | Path, dtype: Optional[mx.Dtype] = None) -> Drafter:
     if not isinstance(cfg, dict):
         raise ValueError(f"drafter config.json in {path} is not a JSON object")
     args = DrafterArgs.from_config(cfg)
-    model = Drafter(args)
+    vocab = DraftVocab.load(path, args.vocab_size)
+    model = Drafter(args, head_rows=vocab and len(vocab.ids))
     weights: dict[str, Any] = {}
     for f in _weights_path(path):
         try:
@@ -404,7 +473,7 @@ def load_drafter(path: str | Path, dtype: Optional[mx.Dtype] = None) -> Drafter:
         raise ValueError(f"drafter weights in {path} do not match its config.json: {e}") from None
     if dtype is not None:
         model.set_dtype(dtype)
-    model.vocab = DraftVocab.load(path, args.vocab_size)
+    model.vocab = vocab
     mx.eval(model.parameters())
     return model
 
