@@ -9,6 +9,7 @@ import numpy as np
 
 from ..drafter import Drafter, dense_weight
 from .data import Dataset
+from .markov import head_logits
 
 
 def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: int, B: int,
@@ -101,6 +102,8 @@ def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights,
     p: dropout in the drafter's layers (training steps; validation passes none)."""
     h = drafter_forward(drafter, io, feats, block, anchors, rows, p)
     logits = io.logits(h[:, 1:]).astype(mx.float32)
+    if drafter.has_markov:
+        logits, valid = head_logits(drafter, io, logits, block, labels, valid)
     per_slot = nn.losses.cross_entropy(logits, labels, reduction="none")
     w = weights[None] * valid
     loss = (per_slot * w).sum() / mx.maximum(w.sum(), 1e-6)
@@ -113,7 +116,10 @@ def accept_lengths(drafter, io, feats, block, labels, valid, anchors, rows) -> m
     """Per block: how many of its drafted tokens the target would accept (the run of correct
     slots from slot 1), the number the engine's verify step computes."""
     h = drafter_forward(drafter, io, feats, block, anchors, rows)
-    correct = (mx.argmax(io.logits(h[:, 1:]), -1) == labels) * valid
+    logits = io.logits(h[:, 1:])
+    if drafter.has_markov:
+        logits, valid = head_logits(drafter, io, logits.astype(mx.float32), block, labels, valid)
+    correct = (mx.argmax(logits, -1) == labels) * valid
     return mx.cumprod(correct, axis=1).sum(1)
 
 

@@ -100,6 +100,10 @@ def _drafter_args(g, c: TrainConfig) -> None:
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
+    g.add_argument("--markov-rank", type=int, default=c.markov_rank, metavar="R",
+                   help="with --init DIR: give that drafter a Markov head of rank R (a transition "
+                        "bias from the previous token; zero at the start) and train only the head, "
+                        "the rest frozen, over the drafter's own draft vocabulary")
 
 
 def _training_args(t, c: TrainConfig) -> None:
@@ -245,6 +249,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.dropout < 1:
         parser.error(f"--dropout {args.dropout}: a probability in [0, 1)")
+    if args.markov_rank and (args.init in ("random", "target") or args.draft_vocab or args.dropout):
+        parser.error("--markov-rank trains the head of a trained drafter: it needs --init DIR and "
+                     "keeps that drafter's vocabulary and layers as they are (no --draft-vocab, "
+                     "--dropout)")
+    if args.markov_rank < 0:
+        parser.error(f"--markov-rank {args.markov_rank}: a rank >= 1 (0: no head)")
     say = lambda s: print(s, file=sys.stderr, flush=True)
     if args.eval is not None:
         return _run_eval(args, say)

@@ -22,6 +22,7 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
                      position_weights, sample_blocks, walk_tau)
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
+from .markov import freeze_base, sibling_metrics, sibling_sums, with_head
 from .model import draft_vocab_from, drafter_args_for, init_from_target, target_features
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
@@ -37,6 +38,8 @@ def save_checkpoint(out: Path, drafter: Drafter, opt, step: int, total: int, ext
     mx.save_safetensors(str(tmp / "weights.safetensors"), dict(tree_flatten(drafter.parameters())))
     mx.save_safetensors(str(tmp / "optimizer.safetensors"), dict(tree_flatten(opt.state)))
     (tmp / "config.json").write_text(json.dumps(drafter.args.to_config(), indent=2))
+    if drafter.vocab is not None:  # a Markov head's rows are this vocabulary
+        drafter.vocab.save(tmp)
     (tmp / "state.json").write_text(json.dumps({"step": step, "total_steps": total, **extra}, indent=2))
     if d.exists():
         import shutil
@@ -50,8 +53,11 @@ def load_checkpoint(out: Path):
     d = out / CKPT_DIR
     if not (d / "state.json").exists():
         raise ValueError(f"--resume: no checkpoint in {d}")
-    drafter = Drafter(DrafterArgs.from_config(json.loads((d / "config.json").read_text())))
+    args = DrafterArgs.from_config(json.loads((d / "config.json").read_text()))
+    vocab = DraftVocab.load(d, args.vocab_size)
+    drafter = Drafter(args, head_rows=vocab and len(vocab.ids))
     drafter.load_weights(str(d / "weights.safetensors"))
+    drafter.vocab = vocab
     opt_state = tree_unflatten(list(mx.load(str(d / "optimizer.safetensors")).items()))
     return drafter, opt_state, json.loads((d / "state.json").read_text())
 
@@ -136,7 +142,8 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
         from ..load import check_pair
 
         drafter = load_drafter(cfg.init, dtype=mx.float32)
-        drafter.vocab = None  # --draft-vocab decides the new one
+        if not cfg.markov_rank:  # --draft-vocab decides the new one (a head keeps the drafter's)
+            drafter.vocab = None
         check_pair(target, drafter)
         progress(f"drafter initialised from {cfg.init} (its config: layers, taps, block, mask id)")
         step, total, t_train = 0, cfg.steps, 0.0
@@ -149,6 +156,10 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
             progress(f"drafter layers initialised from target layers {src}")
         drafter.norm.weight = target.backbone.norm.weight.astype(mx.float32)
         step, total, t_train = 0, cfg.steps, 0.0
+    if cfg.markov_rank:  # only the head trains
+        if cfg.init in ("target", "random"):
+            raise ValueError("--markov-rank trains the head of a trained drafter: give --init DIR")
+        drafter = with_head(drafter, cfg.markov_rank)
     opt.init(drafter.trainable_parameters())
     return drafter, opt, step, total, t_train
 
@@ -161,8 +172,11 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
     W = world.size() if world is not None else 1
     work = master
     if dtype != mx.float32:
-        work = Drafter(master.args)
+        work = Drafter(master.args, head_rows=master.head_rows)
         work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
+        work.vocab = master.vocab
+        if cfg.markov_rank:
+            freeze_base(work)
     weights = position_weights(master.block_size, cfg.gamma)
 
     def loss_of(model, *batch, p=0.0):  # batch: features, then the BLOCK_KEYS arrays
@@ -222,8 +236,9 @@ class _Run:
         self.pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
         self.progress(self._describe(len(val_ids)))
         dtype = SAVE_DTYPES[cfg.dtype]
+        self.io = FrozenIO(target, dtype)
         self.step_fn, self.eval_fn, self.accept_fn, self.state = _step_functions(
-            self.drafter, self.opt, FrozenIO(target, dtype), cfg, dtype, self.world)
+            self.drafter, self.opt, self.io, cfg, dtype, self.world)
         self.features = Features(target, ds, self.L, S, self.pad_id, cfg.cache_features, self.progress)
         self.val_batches = [val_ids[s : s + S] for s in range(0, len(val_ids) - S + 1, S)][:4]
         self.log = _Log(self.out / LOG_FILE) if self.rank == 0 else (lambda **rec: None)
@@ -251,10 +266,14 @@ class _Run:
         tau(walk): the engine's cycles replayed over every anchor of the first two."""
         ds, L, B, mask_id = self.ds, self.L, self.drafter.block_size, self.drafter.args.mask_token_id
         rng, tot, losses = np.random.default_rng(self.cfg.seed + 1), np.zeros((3, B - 1)), []
+        sib = 0  # with a Markov head: how it does after a sibling (markov.sibling_sums)
         for seqs in self.val_batches:
-            loss, aux = self.eval_fn(*self.batch(seqs, rng))
+            batch = self.batch(seqs, rng)
+            loss, aux = self.eval_fn(*batch)
             losses.append(loss.item())
             tot += np.array([a.tolist() for a in aux])
+            if self.drafter.has_markov:
+                sib = sib + np.array(sibling_sums(self.drafter, self.io, *batch))
         accepted = {}
         for seqs in self.val_batches[:2]:
             feats = self.features(seqs, pad_ids(ds, seqs, L, self.pad_id))  # once for all chunks
@@ -262,7 +281,8 @@ class _Run:
                 n = self.accept_fn(feats, *[mx.array(b[k]) for k in BLOCK_KEYS])
                 accepted.update(zip(keys, n.tolist()))
         walked = [i for seqs in self.val_batches[:2] for i in seqs]
-        return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L))
+        return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L),
+                    **(sibling_metrics(sib) if self.drafter.has_markov else {}))
 
     def save(self) -> None:
         if self.rank:
@@ -322,6 +342,8 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     bar = progress_bar(r.total, "training", initial=r.step) if r.rank == 0 else SilentBar()
     sums, loss_sum, n_sum, timing = np.zeros((3, B - 1)), 0.0, 0, []
     stopped, first = False, r.step
+    if cfg.markov_rank and r.step == 0 and r.val_batches and r.rank == 0:
+        r.log(step=0, split="val", **r.validate())  # the base drafter's: the new head is zero
     while r.total == 0 or r.step < r.total:
         if r.should_stop(first):
             stopped = True
@@ -346,7 +368,9 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
                 v = r.validate()
                 r.log(step=r.step, split="val", **v)
                 r.progress(f"\nstep {r.step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
-                           f"tau(walk) {v['tau_walk']:.2f} acc {' '.join(f'{x:.2f}' for x in v['acc'])}")
+                           f"tau(walk) {v['tau_walk']:.2f} acc {' '.join(f'{x:.2f}' for x in v['acc'])}"
+                           + (f" after a sibling {v['after_sibling_head']:.3f} (base "
+                              f"{v['after_sibling_base']:.3f})" if "after_sibling_head" in v else ""))
             r.save()
     bar.close()
     if r.world:

@@ -1,0 +1,88 @@
+"""Training a drafter's Markov head (`MarkovHead`, drafter.py) with its base frozen.
+
+Teacher forcing: slot j's previous token is x_{a+j-1}, the target's own greedy token, which is
+what an accepted tree path holds there (the staged token x_a for slot 1). The loss is the
+trainer's weighted cross-entropy on base + bias over the drafter's vocabulary (its draft
+vocabulary if it has one: the engine never proposes another token, so those labels do not count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mlx.core as mx
+import numpy as np
+
+from ..drafter import Drafter, MarkovHead
+
+
+def with_head(drafter: Drafter, rank: int) -> Drafter:
+    """`drafter` with a Markov head of `rank` (a new one leaves every proposal unchanged) and
+    every other weight frozen."""
+    if drafter.has_markov and drafter.args.markov_rank != rank:
+        raise ValueError(f"--markov-rank {rank}: the drafter already has a head of rank "
+                         f"{drafter.args.markov_rank}")
+    if not drafter.has_markov:
+        drafter.args = dataclasses.replace(drafter.args, markov_rank=rank)
+        rows = drafter.args.vocab_size if drafter.vocab is None else len(drafter.vocab.ids)
+        drafter.markov = MarkovHead(drafter.args.hidden_size, rows, rank)
+        drafter.markov.set_dtype(drafter.fc.weight.dtype)
+    freeze_base(drafter)
+    return drafter
+
+
+def freeze_base(drafter: Drafter) -> None:
+    drafter.freeze()
+    drafter.markov.unfreeze()
+
+
+def prev_tokens(block: mx.array, labels: mx.array) -> mx.array:
+    """[R, B-1]: the token before each slot on the target's path (staged, then the labels)."""
+    return mx.concatenate([block[:, :1], labels[:, :-1]], axis=1)
+
+
+def masked(drafter: Drafter, logits: mx.array, labels: mx.array, valid: mx.array):
+    """Logits outside the drafter's vocabulary at -1e9 (-inf in the engine; finite here so that
+    a label outside it, made invalid, costs 0 x finite), and those slots made invalid."""
+    if drafter.vocab is None:
+        return logits, valid
+    keep = np.zeros(logits.shape[-1], dtype=bool)
+    keep[drafter.vocab.ids] = True
+    keep = mx.array(keep)
+    return mx.where(keep, logits, -1e9), valid * keep[labels]
+
+
+def _bias(drafter: Drafter, io, block, labels, vocab_size: int) -> mx.array:
+    return drafter.markov_bias(io.embed(prev_tokens(block, labels)), vocab_size).astype(mx.float32)
+
+
+def head_logits(drafter: Drafter, io, logits: mx.array, block, labels, valid):
+    """(base + bias from the true previous tokens, valid), over the drafter's vocabulary."""
+    logits, valid = masked(drafter, logits, labels, valid)
+    return logits + _bias(drafter, io, block, labels, logits.shape[-1]), valid
+
+
+def sibling_sums(drafter: Drafter, io, feats, block, labels, valid, anchors, rows) -> mx.array:
+    """Per slot [6, B-1] of a batch of blocks, the previous token the true one: the slots whose
+    previous slot's base argmax was wrong (a sibling was taken there), how many of them the base
+    and the head get right, then all slots' right base / head / count."""
+    from .blocks import drafter_forward
+
+    h = drafter_forward(drafter, io, feats, block, anchors, rows)
+    base, valid = masked(drafter, io.logits(h[:, 1:]).astype(mx.float32), labels, valid)
+    head = base + _bias(drafter, io, block, labels, base.shape[-1])
+    ok_base = (mx.argmax(base, -1) == labels) * valid
+    ok_head = (mx.argmax(head, -1) == labels) * valid
+    missed = (1 - ok_base[:, :-1]) * valid[:, :-1]  # slot j-1's argmax was not the target's token
+    sib = mx.concatenate([mx.zeros_like(valid[:, :1]), missed], axis=1) * valid
+    return mx.stack([sib.sum(0), (sib * ok_base).sum(0), (sib * ok_head).sum(0),
+                     ok_base.sum(0), ok_head.sum(0), valid.sum(0)])
+
+
+def sibling_metrics(sums) -> dict:
+    """The validation log's numbers from summed `sibling_sums`."""
+    sib, sib_base, sib_head, ok_base, ok_head, n = np.asarray(sums)
+    rate = lambda a, b: float(a.sum() / max(b.sum(), 1))
+    return {"after_sibling_base": rate(sib_base, sib), "after_sibling_head": rate(sib_head, sib),
+            "after_sibling_n": int(sib.sum()), "acc_base": rate(ok_base, n),
+            "acc_head": rate(ok_head, n)}
