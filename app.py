@@ -276,13 +276,13 @@ class Playground:
                              f"or a Hub id), or pick a target of: {supported_bases()}.")
         return target, draft
 
-    def choose(self, choice, loaded=None, request: gr.Request = None):
+    def choose(self, choice, loaded=None):
         """Prepare the picked pair right away, with progress (a Hub pair downloads here); on
         failure, say what to do and put the picker back on the pair still loaded."""
         if choice == CUSTOM:
             yield frame(CHOOSE_OUT, status="Give a target and (optionally) a drafter, then Run.")
             return
-        ctl = self._begin(request, "run")
+        ctl = Control("load")  # not the session's run: Stop and a new run leave a load alone
         try:
             key = self.pick(choice, None, None)
             for ahead in self.turns.wait(ctl):
@@ -295,7 +295,7 @@ class Playground:
             revert = gr.update(value=loaded) if loaded and loaded != choice else gr.skip()
             yield self._failed(e, CHOOSE_OUT, model=revert)
         finally:
-            self._end(request, ctl)
+            self.turns.leave(ctl)
 
     # ---- a race ----------------------------------------------------------------------------
 
@@ -464,8 +464,8 @@ HEADER = """
   pass; the target checks the block in one pass and keeps the prefix it agrees with. Every token is the
   target's own choice, so the output should match the target alone, only sooner.</span>
 </div>"""
-COPY_JS = """() => { const box = document.querySelector('#results-md textarea');
-  if (box && navigator.clipboard) navigator.clipboard.writeText(box.value).catch(() => {}); }"""
+# the clipboard needs a secure context (localhost or https); elsewhere the text box's copy button
+COPY_JS = "(text) => { if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {}); }"
 
 
 def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None,
@@ -564,7 +564,7 @@ def _wire(pg: Playground, c, presets: dict) -> None:
     c.replay_btn.click(pg.replay, [c.history, c.past, c.speed], out(VIEWS), api_name="replay",
                        concurrency_limit=None, show_progress="hidden")
     c.copy_btn.click(lambda history, i: (pg.results(history, i), gr.update(open=True)), [c.history, c.past],
-                     [c.results, c.results_box], api_name="results", queue=False).then(None, js=COPY_JS)
+                     [c.results, c.results_box], api_name="results", queue=False).then(None, c.results, js=COPY_JS)
     for name, btn in c.presets.items():
         btn.click(lambda text=presets[name]: text, None, c.prompt, api_visibility="private", queue=False)
     c.model.change(lambda choice: gr.update(visible=choice == CUSTOM), c.model, c.custom_box,

@@ -267,7 +267,8 @@ def verdict_html(target: Optional[Summary], dflash: Optional[Summary], decode: O
     stopped race compares the tokens both runs produced."""
     stopped = stopped or any(s is not None and s.finish_reason == "cancelled" for s in (target, dflash))
     if stopped and not (target and target.tokens and dflash and dflash.tokens):
-        return '<div class="verdict none">■ Stopped before both runs had produced tokens: no verdict.</div>'
+        which = "DFlash" if target and target.tokens else "both runs"
+        return f'<div class="verdict none">■ Stopped before {which} had produced tokens: no verdict.</div>'
     if target is None or dflash is None:
         return '<div class="verdict none">The verdict appears when both runs are done.</div>'
     a, b = target.token_ids, dflash.token_ids
@@ -300,10 +301,11 @@ def race_views(race: Race) -> dict:
     t, d = race.target, race.dflash
     verdict = verdict_html(t.summary, d.summary, race.decode, race.margin, race.settings.get("temperature", 0.0),
                            race.stopped)
+    charts = [f(d) if d.cycles else None for f in (cycles_chart, acceptance_histogram, position_chart)]
     return dict(target=pane_html(t, "target", race.decode, pane_state(t, race.stopped)),
                 dflash=pane_html(d, "dflash", race.decode, pane_state(d, race.stopped)),
                 verdict=verdict, metrics=metrics_html(t.summary, d.summary), race=race_chart(race.runs),
-                cycles=cycles_chart(d), hist=acceptance_histogram(d), pos=position_chart(d), data=race.data())
+                cycles=charts[0], hist=charts[1], pos=charts[2], data=race.data())
 
 
 def results_markdown(race: Race) -> str:

@@ -212,10 +212,10 @@ def test_a_failed_pick_says_what_to_do_and_returns_to_the_loaded_pair(monkeypatc
     monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path))
     calls = []
     pg = tiny_playground(calls=calls)
-    assert list(pg.choose("tiny", "tiny", session()))[-1][0] == "✓ tiny is ready."
+    assert list(pg.choose("tiny", "tiny"))[-1][0] == "✓ tiny is ready."
     hub_pick = next(label for label in pg.choices if "Hub" in label)
     for _ in range(2):
-        status, model, loaded = list(pg.choose(hub_pick, "tiny", session()))[-1]
+        status, model, loaded = list(pg.choose(hub_pick, "tiny"))[-1]
         assert status == f"⚠ {NO_NETWORK}" and model == {"__type__": "update", "value": "tiny"}
     assert pg.worker.loaded() == [pair_key("tiny-llama", "tiny-drafter")] and calls.count(calls[0]) == 1
     assert views(list(pg.run(**run_args(), request=session()))[-1])["status"].startswith("✓ Done")
@@ -376,14 +376,17 @@ def test_bad_input_stop_and_queueing(app_url):
     long.cancel()
     stopped = time.monotonic()
 
-    # two sessions at once: they queue (never overlap) and both get the target's own output
-    clients, spans = [client(app_url), client(app_url)], {}
+    # two sessions at once: they queue (never overlap), the second sees its place in line, and both
+    # get the target's own output
+    clients, spans, waited = [client(app_url), client(app_url)], {}, []
 
     def go(i):
         job = clients[i].submit(**SHORT, api_name="/run")
         for out in job:
             if isinstance(out[0], str) and out[0].startswith("▶"):
                 spans.setdefault(i, [time.monotonic(), None])
+            if out[0] == "⏳ Waiting for another run (position 1 in line)…":
+                waited.append(i)
         spans[i][1] = time.monotonic()
         spans[i].append(final(list(job.outputs()))["data"])
 
@@ -395,6 +398,7 @@ def test_bad_input_stop_and_queueing(app_url):
     (a0, a1, a), (b0, b1, b) = sorted(spans.values())
     assert a0 - stopped < 10, "the stopped run kept the worker busy"
     assert a1 <= b0 + 0.5, "two sessions ran at the same time"
+    assert len(set(waited)) == 1
     assert a["dflash"]["token_ids"] == b["dflash"]["token_ids"] == a["target"]["token_ids"]
 
 
