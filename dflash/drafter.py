@@ -407,6 +407,13 @@ class DraftVocab:
         full[:, self.index] = sub
         return full
 
+    def rows_of(self, token_ids: np.ndarray) -> np.ndarray:
+        """The positions of token ids in this vocabulary (ids outside it: position 0)."""
+        if not hasattr(self, "_row"):
+            self._row = np.zeros(int(self.ids.max()) + 1, np.int32)
+            self._row[self.ids] = np.arange(len(self.ids), dtype=np.int32)
+        return self._row[np.minimum(token_ids, len(self._row) - 1)]
+
     def save(self, path: Path) -> None:
         np.save(Path(path) / self.FILE, self.ids)
 

@@ -158,7 +158,10 @@ def _costs(pair, B, tree_nodes=None) -> dict:
 def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
     t = perf_counter()
     # draft: one drafter pass over [staged, MASK...] -> logits for d_1..d_{B-1}
-    drafted, q = sampler.draft(drafter.propose(target, staged, B, context.cache()))
+    if sampler.greedy and getattr(drafter, "has_markov", False):  # each draft sees the one before
+        drafted, q = drafter.chain(target, staged, B, context.cache()), None
+    else:
+        drafted, q = sampler.draft(drafter.propose(target, staged, B, context.cache()))
     mx.eval(drafted)
     t_draft = perf_counter()
 
@@ -187,7 +190,9 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner)
     t = perf_counter()
     # draft: one drafter pass over the block, then the most probable paths through it
     logits = drafter.propose(target, staged, B, context.cache())
-    tr = tree.build(staged, *tree.candidates(logits), planner.max_nodes if planner else nodes)
+    ids, logp = tree.candidates(logits)
+    bias = tree.transitions(drafter, target, staged, ids) if getattr(drafter, "has_markov", False) else None
+    tr = tree.build(staged, ids, logp, planner.max_nodes if planner else nodes, bias)
     if planner:
         tr = tr.prefix(planner.choose(tree.expected_accepts(tr)))
     t_draft = perf_counter()

@@ -205,3 +205,47 @@ def test_auto_tree_is_the_default_and_lossless():
     assert chain.verify == "chain 4" and chain.token_ids == plain.token_ids
     with pytest.raises(ValueError, match="tree"):
         run(pair, [5], tree=65)
+
+
+def _with_markov_head(drafter, vocab=None, seed=0):
+    import dataclasses
+
+    from dflash.drafter import Drafter
+
+    mx.random.seed(seed)
+    d = Drafter(dataclasses.replace(drafter.args, markov_rank=4),
+                head_rows=None if vocab is None else len(vocab.ids))
+    d.update(drafter.parameters())
+    d.vocab = vocab
+    d.markov.out_proj.weight = mx.random.normal(d.markov.out_proj.weight.shape) * 3
+    return d
+
+
+@pytest.mark.parametrize("draft_vocab", [False, True])
+def test_markov_transitions_are_the_heads_bias_on_candidates(draft_vocab):
+    """tree.transitions computes only the candidates' entries of the head's full bias rows."""
+    from dflash.drafter import DraftVocab
+
+    vocab = DraftVocab(np.arange(1, VOCAB, 2)) if draft_vocab else None
+    d = _with_markov_head(tiny_drafter(block_size=8), vocab)
+    pair = tiny_pair("llama", d)
+    ids = np.array([[1, 3, 5], [7, 9, 11], [13, 15, 17]])
+    got = tree.transitions(d, pair.target, 21, ids)
+
+    def row(prev):
+        return np.array(d.transition_bias(pair.target, mx.array([int(prev)])))[0]
+
+    assert np.allclose(got[0], row(21)[ids[0]][None], atol=1e-5)
+    for depth in (1, 2):
+        for i in range(3):
+            assert np.allclose(got[depth, i], row(ids[depth - 1, i])[ids[depth]], atol=1e-5)
+
+
+@pytest.mark.parametrize("tree_nodes", [0, 6, 24])
+def test_a_drafter_with_a_markov_head_stays_lossless(tree_nodes):
+    pair = tiny_pair("qwen3", _with_markov_head(tiny_drafter(block_size=8)), seed=2)
+    prompt = [5, 6, 7, 9, 11]
+    _, plain = run(pair, prompt, mode="target", max_tokens=30)
+    events, fast = run(pair, prompt, max_tokens=30, tree=tree_nodes)
+    assert fast.token_ids == plain.token_ids
+    check_events(events, fast)
