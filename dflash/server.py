@@ -472,6 +472,8 @@ class Service:
         self.metrics = Metrics()
         self.jobs: set[Job] = set()
         self.closing = False
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._closed: Optional[asyncio.Future] = None  # set at shutdown: open requests stop waiting
         self._served: Optional[Served] = None
         self._loading = asyncio.Lock()
         self._tokenizing = threading.Lock()  # one prompt at a time: bounded CPU next to the worker
@@ -482,6 +484,8 @@ class Service:
         self.closing = True
         for job in list(self.jobs):
             job.cancel()
+        if self._loop is not None:  # a cycle (or the first request's cost probe) may take seconds
+            self._loop.call_soon_threadsafe(lambda: self._closed.done() or self._closed.set_result(None))
 
     async def served(self) -> Served:
         async with self._loading:
@@ -499,6 +503,9 @@ class Service:
             return served.encode(prompt, chat)
 
     async def complete(self, request: Request, chat: bool):
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._closed = self._loop.create_future()
         if self.closing:
             raise _shutting_down()
         body = await _body(request)
@@ -520,7 +527,8 @@ class Service:
     async def _respond(self, request: Request, shape: "_Shape", job: Job, inbox: asyncio.Queue, stream: bool):
         """Wait for the whole generation (or, streaming, its start) unless the client leaves first."""
         try:  # a job cancelled before it started ends "done" without a "start"
-            item = await _wait(request, inbox, ("start", "error", "done") if stream else ("error", "done"))
+            item = await _wait(request, inbox, ("start", "error", "done") if stream else ("error", "done"),
+                               self._closed)
         except BaseException:  # the handler is torn down
             job.cancel()
             raise
@@ -529,10 +537,12 @@ class Service:
         if item is None:  # the client left; nobody reads this (nginx's "client closed request")
             return Response(status_code=499)
         kind, value = item
+        if kind == "closed":
+            raise _shutting_down()
         if kind == "error":
             raise _as_api_error(value)
         if kind == "start":
-            return StreamingResponse(_sse(shape, job, inbox), media_type="text/event-stream",
+            return StreamingResponse(_sse(shape, job, inbox, self._closed), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return shape.response(_finished(value))
 
@@ -578,21 +588,27 @@ class Service:
         return Job(), inbox
 
 
-async def _wait(request: Request, inbox: asyncio.Queue, kinds: tuple[str, ...]) -> Optional[tuple]:
-    """The first inbox item of one of `kinds` (others are skipped), or None once the client has
-    disconnected: a client that gives up cancels its generation, queued or running."""
+async def _wait(request: Request, inbox: asyncio.Queue, kinds: tuple[str, ...],
+                closed: asyncio.Future) -> Optional[tuple]:
+    """The first inbox item of one of `kinds` (others are skipped); ("closed", None) at shutdown;
+    None once the client has disconnected: a client that gives up cancels its generation."""
     gone = asyncio.ensure_future(_disconnected(request))
     try:
-        while True:
-            get = asyncio.ensure_future(inbox.get())
-            await asyncio.wait((get, gone), return_when=asyncio.FIRST_COMPLETED)
-            if not get.done():
-                get.cancel()
-                return None
-            if get.result()[0] in kinds:
-                return get.result()
+        while (item := await _next(inbox, closed, gone)) is not None and item[0] not in kinds:
+            pass
+        return ("closed", None) if item is None and closed.done() else item
     finally:
         gone.cancel()
+
+
+async def _next(inbox: asyncio.Queue, *stops: asyncio.Future) -> Optional[tuple]:
+    """The next inbox item, or None when one of `stops` comes first."""
+    get = asyncio.ensure_future(inbox.get())
+    await asyncio.wait((get, *stops), return_when=asyncio.FIRST_COMPLETED)
+    if get.done():
+        return get.result()
+    get.cancel()
+    return None
 
 
 async def _disconnected(request: Request) -> None:
@@ -712,14 +728,14 @@ def _event(obj: dict) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-async def _sse(shape: _Shape, job: Job, inbox: asyncio.Queue):
+async def _sse(shape: _Shape, job: Job, inbox: asyncio.Queue, closed: asyncio.Future):
     """Server-sent events: one chunk per engine cycle, then a final chunk with finish_reason,
     usage and dflash stats, then [DONE]. A client that disconnects cancels the generation."""
     try:
         if shape.chat:
             yield _event(shape.chunk(None, role=True))
         while True:
-            kind, value = await inbox.get()
+            kind, value = await _next(inbox, closed) or ("done", None)  # None: shutdown
             if kind == "text":
                 yield _event(shape.chunk(value))
                 continue

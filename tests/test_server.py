@@ -317,26 +317,46 @@ def test_refusals_and_empty_answers_do_not_wait_for_the_worker(slow):
 
 
 def test_sigterm_ends_open_requests_and_the_server():
+    """Even while the worker is stuck in a step that cannot be cancelled (a long cycle, the
+    first request's cost probe): open requests get 503 at once and the server exits."""
     from dflash.server import Server
 
-    app = create_app(Worker(loader=slow_loader(threading.Event())), model="tiny-llama")
+    release, calls = threading.Event(), []
+
+    def loader(model, draft, progress):
+        pair = tiny_pair("llama", tiny_drafter())
+        forward = pair.target.forward
+
+        def stuck(*args, **kw):  # the prefill runs; the first cycle waits for `release`
+            calls.append(1)
+            if len(calls) > 1:
+                release.wait(60)
+            return forward(*args, **kw)
+
+        pair.target.forward = stuck
+        return pair
+
+    app = create_app(Worker(loader=loader), model="tiny-llama")
     server, thread, base = _serve(app, Server)
-    with ThreadPoolExecutor(1) as pool, \
-            requests.post(base + "/v1/completions", json={**LONG, "stream": True}, stream=True, timeout=60) as running:
-        lines = (l for l in running.iter_lines() if l.startswith(b"data: "))
-        next(lines)
-        queued = pool.submit(post, base, "/v1/completions", **LONG)
-        for _ in range(3000):  # until the second request waits behind the first
-            if len(app.state.api.jobs) == 2:
-                break
-            time.sleep(0.01)
-        server.handle_exit(signal.SIGTERM, None)
-        rest = list(lines)
-        r = queued.result(60)
-    assert json.loads(rest[-2][6:])["error"]["code"] == "shutting_down" and rest[-1] == b"data: [DONE]"
-    assert r.status_code == 503 and r.json()["error"]["code"] == "shutting_down"
-    thread.join(60)
-    assert not thread.is_alive()
+    try:
+        with ThreadPoolExecutor(1) as pool, \
+                requests.post(base + "/v1/completions", json={**LONG, "stream": True}, stream=True, timeout=60) as running:
+            lines = (l for l in running.iter_lines() if l.startswith(b"data: "))
+            next(lines)  # the prefill's token
+            queued = pool.submit(post, base, "/v1/completions", **LONG)
+            for _ in range(3000):  # until the second request waits behind the first
+                if len(app.state.api.jobs) == 2:
+                    break
+                time.sleep(0.01)
+            server.handle_exit(signal.SIGTERM, None)
+            rest = list(lines)
+            r = queued.result(60)
+        assert json.loads(rest[-2][6:])["error"]["code"] == "shutting_down" and rest[-1] == b"data: [DONE]"
+        assert r.status_code == 503 and r.json()["error"]["code"] == "shutting_down"
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        release.set()
 
 
 def test_upload_cut_short_is_not_a_server_error(url):
