@@ -30,6 +30,8 @@ from dflash.events import Summary
 from dflash.load import encode_prompt
 from dflash.registry import ASSETS, PICKER, find_drafter, supported_bases
 from dflash.replay import SPEEDS, at, duration, schedule
+from dflash.server import create_app, preload
+from dflash.server import run as run_server
 from dflash.ui import (CSS, LABELS, Race, Run, acceptance_histogram, cycles_chart, metrics_html, named_ids,
                        pane_html, pane_state, position_chart, race_chart, race_views, results_markdown,
                        verdict_html)
@@ -574,17 +576,14 @@ def _wire(pg: Playground, c, presets: dict) -> None:
 
 
 def serve(demo: gr.Blocks, worker: Worker, args) -> None:
-    """The UI and the OpenAI-compatible API (/v1) on one port, sharing the worker."""
-    import uvicorn
-
-    from dflash.server import create_app
-
+    """The UI and the OpenAI-compatible API (/v1) on one port, sharing the worker; SIGTERM stops
+    both promptly (server.run)."""
     theme = gr.themes.Soft(primary_hue="emerald", secondary_hue="slate")
     demo.queue(default_concurrency_limit=1)
     app = gr.mount_gradio_app(create_app(worker, args.model, args.draft), demo, path="/", theme=theme, css=CSS)
     url = f"http://{args.host}:{args.port}"
     print(f"* Running on local URL:  {url}  (OpenAI-compatible API: {url}/v1)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    run_server(app, args.host, args.port, log_level="warning")
 
 
 def custom_models_allowed(host: str, flag: Optional[bool]) -> bool:
@@ -610,9 +609,7 @@ def main(argv=None) -> int:
     print(f"Preparing target {args.model or 'embedded SmolLM2-135M-Instruct'} + drafter "
           f"{args.draft or '(from the registry)'}…", flush=True)
     try:  # the first start converts / downloads; later starts only load
-        for item in worker.prepare(args.model, args.draft):
-            if isinstance(item, Status):
-                print(f"  {item.message}", flush=True)
+        preload(worker, args.model, args.draft, progress=lambda message: print(f"  {message}", flush=True))
     except Exception as e:
         print(f"error: {explain(e)}", file=sys.stderr)
         return 2
