@@ -336,7 +336,7 @@ class Playground:
             if not ctl.stopped:
                 ctl.job = self.worker.generate(prompt, replace(cfg, mode=mode), *key, chat_template=chat)
                 yield from self._stream(ctl, runs, mode, decode, f"▶ Running {LABELS[mode]} ({step} of 2)…")
-        settings = {k: v for k, v in asdict(cfg).items() if k != "mode"} | {"chat_template": chat}
+        settings = {k: v for k, v in asdict(cfg).items() if k != "mode" and v is not None} | {"chat_template": chat}
         race = Race(runs["target"], runs["dflash"], prompt, settings, label if label != CUSTOM else " + ".join(
             str(k) for k in key if k), self.machine, stopped=ctl.stopped)
         t, d = race.target.summary, race.dflash.summary

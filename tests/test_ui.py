@@ -254,6 +254,11 @@ def test_replay_of_a_finished_race_and_its_results():
                  "a test box", "block_size 4", "| Target only | DFlash |"):
         assert text in md
     assert "Nothing to replay" in list(pg.replay([], None, "1×", session()))[-1][0]
+    # an older race of the session's history replays too, and ends on its own live view
+    again = run_args(prompt="another one", max_tokens=9, history=last["history"])
+    newer = views(list(pg.run(**again, request=session()))[-1])
+    assert [r.prompt for r in newer["history"]] == ["another one", "hello there"]
+    assert views(list(pg.replay(newer["history"], 1, "2×", session()))[-1], VIEWS)["dflash"] == last["dflash"]
 
 
 # ---- the launched app ------------------------------------------------------------------------
