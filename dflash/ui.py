@@ -396,7 +396,7 @@ def cycles_chart(run: Run) -> go.Figure:
     top = max([B] + [len(c.committed) for c in run.cycles])
     return _figure(traces, "Committed tokens per cycle", "cycle", "tokens", barmode="stack",
                    shapes=block if B else [], annotations=note if B else [],
-                   xaxis=_count_axis(len(x)), yaxis=_count_axis(top),
+                   xaxis=dict(dtick=_count_axis(len(x))["dtick"]), yaxis=_count_axis(top),
                    legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom",
                                traceorder="normal", font=dict(size=11)))
 
