@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -783,5 +784,9 @@ def main(argv=None) -> int:
         preload(worker, a.model, a.draft, progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (ValueError, RuntimeError) as e:
         return fail(e)
-    run(create_app(worker, a.model, a.draft), a.host, a.port)
+    try:
+        run(create_app(worker, a.model, a.draft), a.host, a.port)
+    except KeyboardInterrupt:  # Ctrl-C, raised again by uvicorn once it has shut down
+        sys.stderr.flush()
+        os._exit(130)  # not sys.exit: finalizing the interpreter under a busy MLX worker thread aborts
     return 0

@@ -2,10 +2,14 @@
 
 import json
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
+import requests
 
 from dflash.drafter import save_drafter
 from tests.tiny import save_tiny_model, tiny_drafter
@@ -109,3 +113,24 @@ def test_drafter_config_is_checked(dirs, tmp_path, changes, says):
     with pytest.raises(ValueError) as e:
         load_drafter(edited_drafter(dirs[1], tmp_path / "d", **changes))
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_serve_ctrl_c_exits_without_a_traceback(dirs):
+    model, drafter = dirs
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "dflash", "serve", "--model", str(model), "--draft", str(drafter),
+                          "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(1200):
+            try:
+                requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 130 and "Traceback" not in out, out[-2000:]
