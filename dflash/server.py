@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -779,6 +781,13 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=8000)
     a = p.parse_args(argv)
 
+    try:  # before the minutes a load can take: is the port free?
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind((a.host, a.port))
+    except OSError as e:  # anything but a taken port is left to uvicorn to report
+        if e.errno == errno.EADDRINUSE:
+            return fail(ValueError(f"cannot listen on {a.host}:{a.port}: {e.strerror}"))
     worker = Worker()
     try:
         preload(worker, a.model, a.draft, progress=lambda m: print(m, file=sys.stderr, flush=True))

@@ -134,3 +134,12 @@ def test_serve_ctrl_c_exits_without_a_traceback(dirs):
     finally:
         p.kill()
     assert p.returncode == 130 and "Traceback" not in out, out[-2000:]
+
+
+def test_serve_on_a_taken_port_says_so_before_loading(dirs, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        r = subprocess.run([sys.executable, "-m", "dflash", "serve", "--model", str(tmp_path / "never-loaded"),
+                            "--port", str(taken.getsockname()[1])], capture_output=True, text=True, timeout=120)
+    assert "cannot listen on 127.0.0.1" in one_error_line(r) and len(r.stderr.strip().splitlines()) == 1
