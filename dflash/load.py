@@ -41,7 +41,18 @@ def resolve(path_or_repo: str, what: str, progress: Callable[[str], None] = prin
         return Path(snapshot_download(
             path_or_repo, allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"]))
     except Exception as e:
-        raise ValueError(f"cannot fetch {what} {path_or_repo!r}: {type(e).__name__}: {e}") from None
+        if type(e).__name__ in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+            why = ("no connection to the Hugging Face Hub and no copy in its cache (a Hub model "
+                   "downloads once, then works offline; the embedded pair always does)")
+        else:
+            why = f"{type(e).__name__}: {one_line(e)}"
+        raise ValueError(f"cannot fetch {what} {path_or_repo!r}: {why}") from None
+
+
+def one_line(e: Exception, limit: int = 300) -> str:
+    """An exception's message on one line (library messages span many: parameter lists, hints)."""
+    text = " ".join(str(e).split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def check_pair(target: Target, drafter: Drafter) -> None:
@@ -91,8 +102,7 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
     try:
         lm, tokenizer = load(str(path))
     except Exception as e:  # mlx-lm / transformers: missing tokenizer files, weights of another shape...
-        lines = str(e).strip().splitlines() or [""]
-        raise ValueError(f"cannot load target {model!r}: {type(e).__name__}: {lines[0][:300]}") from None
+        raise ValueError(f"cannot load target {model!r}: {type(e).__name__}: {one_line(e)}") from None
     if dtype == "auto":
         dtype = _auto_dtype(lm)
     if dtype == "float32":

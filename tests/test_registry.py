@@ -58,5 +58,5 @@ def test_pair_loads_from_hub_ids_offline(tmp_path, monkeypatch):
 
     pair = load_pair("acme/Tiny-Qwen3", "acme/Tiny-Qwen3-DFlash", progress=lambda m: None)
     assert pair.drafter.block_size == 8 and pair.target.num_layers == 4
-    with pytest.raises(ValueError, match="cannot fetch drafter"):
+    with pytest.raises(ValueError, match="cannot fetch drafter 'acme/Missing-DFlash': no connection to the Hug"):
         load_pair("acme/Tiny-Qwen3", "acme/Missing-DFlash", progress=lambda m: None)
