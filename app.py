@@ -34,7 +34,8 @@ from dflash.server import create_app, preload
 from dflash.server import run as run_server
 from dflash.ui import (CSS, LABELS, Race, Run, acceptance_histogram, cycles_chart, metrics_html, named_ids,
                        pane_html, pane_state, position_chart, race_chart, race_views, results_markdown,
-                       verdict_html)
+                       tree_cycle, verdict_html)
+from dflash.tree_view import tree_figure
 from dflash.verdict import first_divergence, logit_margin
 from dflash.worker import Status, Worker
 
@@ -51,7 +52,8 @@ NO_NETWORK = ("No network: a Hub pair downloads once, then works offline. The em
 
 # what each handler writes (names of the components in `build_demo`)
 VIEWS = ("status", "target", "dflash", "verdict", "metrics", "race", "cycles", "hist", "pos", "data")
-RUN_OUT = VIEWS + ("history", "past", "model", "loaded")
+RUN_OUT = VIEWS + ("history", "past", "model", "loaded", "tree_plot", "tree_cycle")
+TREES = ("auto", "chain", "4", "8", "16", "32", "64")  # the tree budget control's choices
 CHOOSE_OUT = ("status", "model", "loaded")
 
 FALLBACK_PRESETS = {
@@ -93,8 +95,10 @@ def model_choices(model: Optional[str], draft: Optional[str], allow_custom: bool
     return {**choices, CUSTOM: None} if allow_custom else choices
 
 
-def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False) -> GenerationConfig:
-    """The UI's values as a validated config; ValueError with a message for the user."""
+def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False,
+                   tree="chain") -> GenerationConfig:
+    """The UI's values as a validated config; ValueError with a message for the user. `tree`:
+    "auto" (sized per cycle), "chain" (the block size and adaptive switch apply) or a node count."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type something or pick a preset.")
     try:
@@ -108,7 +112,11 @@ def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=F
         raise ValueError(f"Block size must be in 2..64 (got {b}).")
     if s < 0:
         raise ValueError(f"Seed must be 0 or more (got {s}).")
-    return GenerationConfig("target", n, b, temp, 1.0, s, adaptive=bool(adaptive)).validate()
+    if str(tree) not in TREES:
+        raise ValueError(f"Tree budget must be one of {', '.join(TREES)} (got {tree!r}).")
+    if tree == "chain":
+        return GenerationConfig("target", n, b, temp, 1.0, s, adaptive=bool(adaptive), tree=0).validate()
+    return GenerationConfig("target", n, None, temp, 1.0, s, tree=None if tree == "auto" else int(tree)).validate()
 
 
 def explain(e: Exception) -> str:
@@ -205,6 +213,8 @@ def final_status(race: Race) -> str:
     if race.stopped:
         return "■ Stopped. The panes show what was produced; Replay race plays it back."
     status = "✓ Done."
+    if race.dflash.prefill and race.dflash.prefill.note:
+        status += f" Note: {race.dflash.prefill.note}."
     if race.speedup():
         status += f" DFlash decoded at {race.speedup():.2f}× the target-only speed"
         status += "; outputs identical." if race.divergence is None else f"; outputs differ from token {race.divergence}."
@@ -302,11 +312,11 @@ class Playground:
     # ---- a race ----------------------------------------------------------------------------
 
     def run(self, prompt, max_tokens, block_size, temperature, seed, chat, choice, custom_target, custom_draft,
-            adaptive, history=None, loaded=None, request: gr.Request = None):
+            adaptive, history=None, loaded=None, tree="auto", request: gr.Request = None):
         """Target-only, then DFlash, streamed into the panes; the race joins the session's history."""
         ctl, history = self._begin(request, "run"), list(history or [])
         try:
-            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive)
+            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive, tree)
             key = self.pick(choice, custom_target, custom_draft)
             for ahead in self.turns.wait(ctl):
                 yield frame(status=f"⏳ Waiting for another run (position {ahead} in line)…")
@@ -317,8 +327,10 @@ class Playground:
             if ctl.superseded:
                 return
             history = [race, *history][:HISTORY]
+            cycle, _ = tree_cycle(race)
             yield frame(status=final_status(race), **race_views(race), history=history,
-                        past=history_update(history), loaded=choice if choice != CUSTOM else gr.skip())
+                        past=history_update(history), loaded=choice if choice != CUSTOM else gr.skip(),
+                        tree_plot=self.tree(history, 0, None), tree_cycle=cycle.index + 1 if cycle else None)
         except Exception as e:  # bad input or a failed load: tell the user, keep serving
             revert = gr.update(value=loaded) if loaded and choice not in (loaded, CUSTOM) else gr.skip()
             yield self._failed(e, model=revert)
@@ -442,6 +454,17 @@ class Playground:
             raise ValueError("Pick a race from the list to replay.")
         return races[index]
 
+    def tree(self, history, index, number):
+        """The drafted tree of one DFlash cycle of a recorded race (None: the most telling one)."""
+        try:
+            race = self._recorded(history, index if index is not None else 0)
+            cycle, staged = tree_cycle(race, int(number) if number not in (None, "") else None)
+        except (ValueError, TypeError):
+            return None
+        if cycle is None:
+            return None
+        return tree_figure(cycle, race.decode, staged)
+
     def results(self, history, index) -> str:
         """The race's summary as markdown, for a slide or an issue comment."""
         try:
@@ -513,12 +536,14 @@ def _settings_panel(c, choices: dict) -> None:
         c.max_tokens = gr.Slider(1, MAX_TOKENS_LIMIT, 128, step=1, label="Max new tokens", elem_id="max-tokens",
                                  info=f"1–{MAX_TOKENS_LIMIT}, the CLI's and the API's limit too")
         c.seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
-    with gr.Row():  # how DFlash verifies: the tree budget control belongs here, beside the block size
-        c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1, label="Block size",
-                                 elem_id="block-size", info="≤ the drafter's block; on a CPU 5 is fastest, on a GPU 16")
+    with gr.Row():  # how DFlash verifies
+        c.tree = gr.Dropdown(list(TREES), value="auto", label="Tree budget", elem_id="tree",
+                             info="drafted nodes verified per pass; auto: sized per cycle from measured costs")
+        c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1, label="Block size (chain)",
+                                 elem_id="block-size", info="with Tree budget = chain: ≤ the drafter's block")
         c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")
     c.chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
-    c.adaptive = gr.Checkbox(False, elem_id="adaptive", label="Adaptive verify length (≤ block size, from "
+    c.adaptive = gr.Checkbox(False, elem_id="adaptive", label="Adaptive chain length (≤ block size, from "
                              "measured costs; plain target steps when drafting does not pay)")
 
 
@@ -546,7 +571,11 @@ def _views(c) -> None:
         c.cycles = gr.Plot(elem_id="cycles-plot", show_label=False)
         c.hist = gr.Plot(elem_id="hist-plot", show_label=False)
         c.pos = gr.Plot(elem_id="pos-plot", show_label=False)
-    # a chosen cycle's view (the draft tree under tree verification) belongs here, under its charts
+    with gr.Row(equal_height=True):  # one cycle's drafted tree: why each token was accepted or corrected
+        c.tree_cycle = gr.Number(None, label="Cycle (empty: the most telling)", precision=0, minimum=1,
+                                 elem_id="tree-cycle", scale=1)
+        c.tree_btn = gr.Button("Show the drafted tree", size="sm", elem_id="tree-btn", scale=1)
+    c.tree_plot = gr.Plot(elem_id="tree-plot", show_label=False)
     with gr.Accordion("Results as markdown (Copy results)", open=False) as c.results_box:
         c.results = gr.Textbox(lines=14, show_label=False, buttons=["copy"], elem_id="results-md")
     with gr.Accordion("Raw summaries (JSON, as the engine reported them)", open=False):
@@ -560,9 +589,10 @@ def _wire(pg: Playground, c, presets: dict) -> None:
         return [getattr(c, name) for name in names]
 
     inputs = [c.prompt, c.max_tokens, c.block_size, c.temperature, c.seed, c.chat, c.model, c.custom_target,
-              c.custom_draft, c.adaptive, c.history, c.loaded]
+              c.custom_draft, c.adaptive, c.history, c.loaded, c.tree]
     c.run_btn.click(pg.run, inputs, out(RUN_OUT), api_name="run", concurrency_limit=None, show_progress="minimal")
     c.stop_btn.click(pg.stop, None, None, api_name="stop", concurrency_limit=None)
+    c.tree_btn.click(pg.tree, [c.history, c.past, c.tree_cycle], c.tree_plot, api_name="tree", queue=False)
     c.replay_btn.click(pg.replay, [c.history, c.past, c.speed], out(VIEWS), api_name="replay",
                        concurrency_limit=None, show_progress="hidden")
     c.copy_btn.click(lambda history, i: (pg.results(history, i), gr.update(open=True)), [c.history, c.past],

@@ -145,8 +145,13 @@ class Race:
 
 def named_ids(race: Race) -> set[int]:
     """Token ids whose text a view shows apart from the panes: drafts rejected at a correction
-    (hover text) and the tokens where the runs first differ."""
+    (hover text), the nodes of drafted trees (the tree view) and the tokens where the runs first
+    differ."""
     ids = {tok.proposed for run in race.runs for c in run.cycles for tok in c.committed if tok.proposed is not None}
+    ids |= {i for c in race.dflash.cycles if c.parents for i in c.drafted}
+    ids |= {c.committed[-1].id for c in race.dflash.cycles if c.committed}  # staged tokens
+    if race.dflash.prefill and race.dflash.prefill.first:
+        ids.add(race.dflash.prefill.first.id)
     if race.divergence is not None:
         ids |= {s.token_ids[race.divergence] for s in (race.target.summary, race.dflash.summary)
                 if s and race.divergence < len(s.token_ids)}
@@ -424,3 +429,28 @@ def position_chart(run: Run) -> go.Figure:
                marker=dict(color="#60a5fa", line=dict(color="#1d4ed8", width=0.6)))
     return _figure([bar], "Acceptance rate by draft position", "draft position in the block",
                    "cycles reaching it", yaxis=dict(range=[0, 1], tickformat=".0%"), xaxis=dict(dtick=1))
+
+
+def tree_cycle(race: Race, number: Optional[int] = None) -> tuple[Optional[Cycle], Optional[int]]:
+    """(cycle, its staged token) for the tree view: cycle `number` (1-based) of the DFlash run,
+    or by default the tree cycle that accepted most, a passed-over sibling on its path first."""
+    run = race.dflash
+    trees = [c for c in run.cycles if c.parents]
+    if number is None:
+        if not trees:
+            return None, None
+
+        def took_sibling(c):
+            first = {}
+            for i, p in enumerate(c.parents, 1):
+                first.setdefault(p, i)
+            return any(first[c.parents[b - 1]] != b for b in c.path)
+
+        cycle = max(trees, key=lambda c: (took_sibling(c), c.accepted, -c.index))
+    elif 1 <= number <= len(run.cycles):
+        cycle = run.cycles[number - 1]
+    else:
+        return None, None
+    before = run.cycles[cycle.index - 1].committed if cycle.index else ()
+    staged = before[-1].id if before else (run.prefill.first.id if run.prefill and run.prefill.first else None)
+    return cycle, staged

@@ -32,7 +32,7 @@ from dflash.worker import Worker, pair_key
 from tests.tiny import FakeDetokenizer, tiny_drafter, tiny_pair
 
 ROOT = Path(__file__).resolve().parent.parent
-SHORT = dict(prompt="Count from one to ten:", max_tokens=8, block_size=4, chat=False)
+SHORT = dict(prompt="Count from one to ten:", max_tokens=8, block_size=4, chat=False, tree="chain")
 # what the API returns of RUN_OUT (gr.State outputs stay on the server)
 API_OUT = tuple(name for name in RUN_OUT if name not in ("history", "loaded"))
 
@@ -335,6 +335,25 @@ def race(c, **kw) -> tuple[list, dict]:
     job = c.submit(**{**SHORT, **kw}, api_name="/run")
     updates = list(job)
     return updates, final(updates)
+
+
+def test_tree_settings():
+    assert parse_settings("hi", 8, 4, 0, 0, tree="chain").tree == 0
+    auto = parse_settings("hi", 8, 4, 0, 0, tree="auto")
+    assert auto.tree is None and auto.block_size is None and auto.wants_tree()
+    assert parse_settings("hi", 8, 4, 0, 0, tree="16").tree == 16
+    with pytest.raises(ValueError, match="Tree budget"):
+        parse_settings("hi", 8, 4, 0, 0, tree="65")
+
+
+def test_tree_race_shows_a_drafted_tree(app_url):
+    c = client(app_url)
+    _, out = race(c, tree="8", max_tokens=24)
+    d = out["data"]["dflash"]
+    assert out["data"]["target"]["token_ids"] == d["token_ids"] and d["verify"] == "tree 8"
+    assert out["tree_plot"] and out["tree_plot"]["type"] == "plotly" and out["tree_cycle"] >= 1
+    fig = c.predict(None, 1, api_name="/tree")  # the first cycle of the newest race
+    assert fig and fig["type"] == "plotly"
 
 
 def test_generation_end_to_end(app_url):
