@@ -75,12 +75,15 @@ def generate_main(argv=None) -> int:
             if a.json:
                 print(json.dumps(to_dict(ev)), flush=True)
             elif isinstance(ev, (Prefill, Cycle)):
+                if isinstance(ev, Prefill) and ev.note:
+                    print(f"note: {ev.note}", file=sys.stderr)
                 toks = (ev.first,) if isinstance(ev, Prefill) and ev.first else getattr(ev, "committed", ())
                 print("".join(t.text for t in toks), end="", flush=True)
             elif isinstance(ev, Summary):
                 print(f"\n[{ev.mode}] {ev.tokens} tokens, {ev.cycles} cycles, tau {ev.tau:.2f}, "
                       f"acceptance {ev.acceptance_rate:.0%}, decode {ev.decode_tok_s:.1f} tok/s, "
-                      f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}", file=sys.stderr)
+                      f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}"
+                      + (f", verified as {ev.verify}" if ev.verify else ""), file=sys.stderr)
     except ValueError as e:
         return fail(e)
     return 0

@@ -54,6 +54,24 @@ def test_text_mode_and_errors(dirs):
     assert unpaired.returncode == 2 and "no known DFlash drafter" in unpaired.stderr
 
 
+def test_tree_flag_and_the_hybrid_note(dirs, tmp_path):
+    model, drafter = dirs
+    common = ["--prompt", "t7 t9 t11 t20", "--no-chat-template", "--max-tokens", "12", "--json"]
+    fast = generate("--model", str(model), "--draft", str(drafter), "--tree", "4", *common)
+    plain = generate("--model", str(model), "--mode", "target", *common)
+    s = json.loads(fast.stdout.splitlines()[-1])
+    assert s["verify"] == "tree 4" and s["token_ids"] == json.loads(plain.stdout.splitlines()[-1])["token_ids"]
+    assert any(json.loads(l).get("parents") for l in fast.stdout.splitlines()[1:-1])
+    hybrid = save_tiny_model(tmp_path / "hybrid", "qwen3_next")
+    text = generate("--model", str(hybrid), "--draft", str(drafter), "--tree", "4", "--prompt", "t5 t6 t7",
+                    "--no-chat-template",
+                    "--max-tokens", "5")
+    assert text.returncode == 0, text.stderr
+    assert "note: this target verifies the chain" in text.stderr and "verified as chain" in text.stderr
+    bad = generate("--model", str(model), "--draft", str(drafter), "--tree", "65", "--prompt", "t5")
+    assert bad.returncode == 2 and "tree must be an integer in 0..64" in bad.stderr
+
+
 def one_error_line(r) -> str:
     """Bad input: exit 2, no traceback, and the error is one line, the last one on stderr."""
     lines = r.stderr.strip().splitlines()
