@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Benchmarks on one H200 through the device tool, whose calls carry at most 64 MiB with the tree
+# (~50 MB): MLX's CUDA build and the SmolLM2 GGUF travel as ~16 MB chunks, one per call, into the
+# machine's /tmp (kept while it stays warm: make the calls back to back).
+#
+# Here, once:   ../shared/gpu/pack-mlx-cuda.sh mlx-lm==0.32.2     (-> .gpu/a, .gpu/b)
+#               bash lab/bench/h200.sh chunk                         (-> .gpux/cNN, ignored by git)
+# There:        call k (k = 0..N-1), carry [".gpux/cNN"]:  bash lab/bench/h200.sh stash NN
+#               last call:                                   bash lab/bench/h200.sh bench SECONDS [ARGS]
+# `bench` installs MLX and mlx-lm into /tmp/site, converts the GGUF, then runs `python -m dflash
+# bench` once per setting in TREES with the given ARGS, each writing $OUT/h200-tree-<setting>.json.
+set -uo pipefail
+phase=${1:?phase}
+
+case $phase in
+chunk)
+  rm -rf .gpux/c* && mkdir -p .gpux/all
+  cat .gpu/a/mlx-cuda.part.* .gpu/b/mlx-cuda.part.* > .gpux/all/mlx-cuda.tar.xz
+  cp .gpu/b/*.whl .gpux/all/ 2>/dev/null
+  cp "${DFLASH_CACHE:-$HOME/.cache/dflash}/SmolLM2-135M-Instruct.Q4_1.gguf" .gpux/all/
+  (cd .gpux/all && tar -cf - * | split -b 16000000 -d - ../chunk.)
+  for f in .gpux/chunk.*; do n=${f##*.}; mkdir -p .gpux/c$n && mv "$f" .gpux/c$n/; done
+  rm -rf .gpux/all && ls -d .gpux/c*
+  ;;
+stash)
+  mkdir -p /tmp/chunks && cp .gpux/c$2/* /tmp/chunks/ && ls /tmp/chunks | wc -l
+  ;;
+bench)
+  T0=$(date +%s); budget=${2:?seconds}; shift 2
+  mkdir -p /tmp/all /tmp/site /tmp/cache
+  cat /tmp/chunks/chunk.* | tar -C /tmp/all -xf - || exit 1
+  xz -dc /tmp/all/mlx-cuda.tar.xz | tar -C /tmp/site -xf - || exit 1
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/all/*.whl || exit 1
+  mv /tmp/all/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/cache/
+  export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DFLASH_CACHE=/tmp/cache
+  export LD_LIBRARY_PATH=$(python3 -c "import nvidia,os;print(':'.join(os.path.join(p,d,'lib') for p in nvidia.__path__ for d in os.listdir(p) if os.path.isdir(os.path.join(p,d,'lib'))))"):${LD_LIBRARY_PATH:-}
+  python3 -c "import mlx.core as mx; print(mx.default_device(), mx.__version__)" || exit 1
+  python3 -m dflash.builtin || exit 1
+  # trees on MLX's CUDA backend: DFlash == target-only on tiny targets of every attention family
+  timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/test_tree.py -k "lossless" 2>&1 | tail -n 3
+  for t in ${TREES:-0 auto 16 32}; do
+    left=$(( budget - $(date +%s) + T0 ))
+    [ $left -lt 60 ] && { echo "out of time before tree $t"; break; }
+    timeout $left python3 -m dflash bench --tree $t --out $OUT/h200-tree-$t.json "$@" 2>&1 |
+      grep -v '^\[' | tail -n 12
+  done
+  ;;
+esac
