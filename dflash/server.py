@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional, Union
 
