@@ -128,8 +128,9 @@ def _check_text(body: dict) -> None:
 
 _KINDS = {"integer": int, "number": (int, float), "boolean": bool, "string": str}
 
-# Fields read by _params (OpenAI's that we honour, and DFlash's `mode` / `block_size`).
-FIELDS = {"model", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "n", "mode", "block_size"}
+# Fields read by _params (OpenAI's that we honour, and DFlash's `mode` / `block_size` / `tree`).
+FIELDS = {"model", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "n", "mode", "block_size",
+          "tree"}
 CHAT_FIELDS = FIELDS | {"messages", "max_completion_tokens"}
 COMPLETION_FIELDS = FIELDS | {"prompt"}
 # OpenAI fields that do not change the output: accepted and ignored
@@ -185,6 +186,7 @@ def _params(body: dict, chat: bool) -> _Params:
         temperature=float(_field(body, "temperature", "number", 0.0)),
         top_p=float(_field(body, "top_p", "number", 1.0)),
         seed=_field(body, "seed", "integer", 0),
+        tree=_field(body, "tree", "integer"),
     )
     _validate(cfg)
     stops = body.get("stop")
@@ -325,6 +327,7 @@ class Outcome:
     finish_reason: str  # "stop" | "length" | "cancelled"
     completion_tokens: int  # tokens up to the one completing a stop string (usage and /metrics)
     summary: Summary
+    note: Optional[str] = None  # the engine's Prefill note (e.g. a chain where a tree was wanted)
 
 
 def relay(job: Job, stops: tuple[str, ...], send) -> Optional[Outcome]:
@@ -333,7 +336,7 @@ def relay(job: Job, stops: tuple[str, ...], send) -> Optional[Outcome]:
     A stop string cancels the job (the engine stops after its current cycle). Returns None when
     the job was cancelled before it started.
     """
-    cut, raw, used, summary = StopCutter(stops), "", 0, None
+    cut, raw, used, summary, note = StopCutter(stops), "", 0, None, None
     for ev in job:
         if isinstance(ev, Summary):
             summary = ev
@@ -343,6 +346,7 @@ def relay(job: Job, stops: tuple[str, ...], send) -> Optional[Outcome]:
         elif isinstance(ev, (Prefill, Cycle)):
             if isinstance(ev, Prefill):
                 send(("start", ev.prompt_tokens))
+                note = ev.note
             out = ""
             for tok in ((ev.first,) if ev.first else ()) if isinstance(ev, Prefill) else ev.committed:
                 if cut.stopped:
@@ -358,13 +362,14 @@ def relay(job: Job, stops: tuple[str, ...], send) -> Optional[Outcome]:
     if summary is None:
         return None
     finish = "stop" if cut.stopped else summary.finish_reason
-    return Outcome(cut.text, finish, used, summary)
+    return Outcome(cut.text, finish, used, summary, note)
 
 
-def dflash_stats(s: Summary) -> dict:
+def dflash_stats(s: Summary, note: Optional[str] = None) -> dict:
     """The `dflash` extension field of a response."""
-    return {"mode": s.mode, "block_size": s.block_size, "tau": s.tau, "acceptance_rate": s.acceptance_rate,
-            "cycles": s.cycles, "tokens": s.tokens, "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s}
+    return {"mode": s.mode, "block_size": s.block_size, "verify": s.verify, "tau": s.tau,
+            "acceptance_rate": s.acceptance_rate, "cycles": s.cycles, "tokens": s.tokens,
+            "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, **({"note": note} if note else {})}
 
 
 # ---- metrics ----
@@ -386,6 +391,7 @@ class Metrics:
                 "id": rid, "mode": s.mode, "prompt_tokens": s.prompt_tokens, "tokens": o.completion_tokens,
                 "cycles": s.cycles, "tokens_per_cycle": s.tau, "acceptance_rate": s.acceptance_rate,
                 "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "finish_reason": o.finish_reason,
+                "verify": s.verify, **({"note": o.note} if o.note else {}),
             })
             m = self._sums.setdefault(s.mode, dict.fromkeys(
                 ("requests", "tokens", "cycles", "tau_x_cycles", "acc_x_cycles", "decode_tokens", "decode_s"), 0))
@@ -706,7 +712,7 @@ class _Shape:
             s = outcome.summary
             env["usage"] = {"prompt_tokens": s.prompt_tokens, "completion_tokens": outcome.completion_tokens,
                             "total_tokens": s.prompt_tokens + outcome.completion_tokens}
-            env["dflash"] = dflash_stats(s)
+            env["dflash"] = dflash_stats(s, outcome.note)
         return env
 
     def response(self, o: Outcome) -> dict:

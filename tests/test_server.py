@@ -162,6 +162,8 @@ BAD = [  # (path, body, status, param)
     ("/v1/completions", {"prompt": "x", "n": 2}, 400, "n"),
     ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, 404, "model"),
     ("/v1/completions", {"prompt": "x", "block_size": 99}, 400, "block_size"),  # drafter's block: 8
+    ("/v1/completions", {"prompt": "x", "tree": 65}, 400, "tree"),
+    ("/v1/completions", {"prompt": "x", "tree": "auto"}, 400, "tree"),  # omit it for auto
     ("/v1/completions", {"prompt": [1000]}, 400, "prompt"),  # outside the vocabulary
     ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8}, 400, None),  # past the context
     ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8, "stream": True}, 400, None),
@@ -202,6 +204,32 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(url):
     before += 2
     assert requests.get(url + "/metrics", timeout=10).json()["totals"]["errors"] == before + len(BAD)
     assert post(url, "/v1/completions", prompt="x", max_tokens=4).json()["usage"]["completion_tokens"] == 4
+
+
+def test_tree_field(url):
+    """`tree`: drafted nodes per pass (0 = the chain); the response and /metrics say how drafts
+    were verified; every setting gives the target's own output."""
+    target = post(url, "/v1/completions", prompt="trees", max_tokens=16, mode="target").json()
+    for tree, verify in [(None, "tree auto"), (0, "chain"), (6, "tree 6")]:
+        body = {} if tree is None else {"tree": tree}
+        r = post(url, "/v1/completions", prompt="trees", max_tokens=16, **body).json()
+        assert r["dflash"]["verify"].startswith(verify) and "note" not in r["dflash"]
+        assert r["choices"][0]["text"] == target["choices"][0]["text"]
+    rec = next(x for x in requests.get(url + "/metrics", timeout=10).json()["requests"] if x["id"] == r["id"])
+    assert rec["verify"] == "tree 6"
+
+
+def test_a_hybrid_target_says_it_verifies_the_chain():
+    worker = Worker(loader=lambda model, draft, progress: tiny_pair("qwen3_next", tiny_drafter()))
+    server, thread, base = _serve(create_app(worker, model="tiny-hybrid"))
+    try:
+        r = post(base, "/v1/completions", prompt="trees", max_tokens=6, tree=8).json()
+        rec = requests.get(base + "/metrics", timeout=10).json()["requests"][-1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert r["dflash"]["verify"].startswith("chain") and "GatedDeltaNet" in r["dflash"]["note"]
+    assert rec["note"] == r["dflash"]["note"]
 
 
 def test_metrics(url):
