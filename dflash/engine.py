@@ -149,9 +149,8 @@ def _tree_nodes(pair, cfg):
 
 def _costs(pair, B, tree_nodes=None) -> dict:
     """Measured forward costs for the planners, once per pair and verify shape."""
-    key = (B, tree_nodes)
-    if pair.costs is None or pair.costs.get("key") != key:
-        pair.costs = dict(measure_costs(pair, B, tree_nodes=tree_nodes), key=key)
+    if pair.costs is None or (pair.costs.get("block_size"), pair.costs.get("tree_nodes")) != (B, tree_nodes):
+        pair.costs = dict(measure_costs(pair, B, tree_nodes=tree_nodes), block_size=B, tree_nodes=tree_nodes)
     return pair.costs
 
 

@@ -50,6 +50,7 @@ def _at(draft_ms: float | dict[int, float], k: int) -> float:
 
 CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 TREE_SIZES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # drafted nodes TreePlanner may verify
+MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not measured further
 
 
 def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
@@ -88,9 +89,12 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
 
     if tree_nodes:
         step_ms = timed(verify(1))
-        sizes = sorted({n for n in TREE_SIZES if n < tree_nodes} | {tree_nodes})
-        trees = {n: _sample_tree(n, block_size - 1) for n in sizes}
-        verify_ms = _monotone({n: timed(verify(n + 1, trees[n])) for n in sizes})
+        verify_ms = {}
+        for n in sorted({n for n in TREE_SIZES if n < tree_nodes} | {tree_nodes}):
+            verify_ms[n] = timed(verify(n + 1, _sample_tree(n, block_size - 1)))
+            if verify_ms[n] > MAX_TREE_STEPS * step_ms:  # larger trees cannot pay here
+                break
+        verify_ms, sizes = _monotone(verify_ms), sorted(verify_ms)
         draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
             drafter.propose(target, 5, block_size, dcache)), sizes[-1]).tokens)
         return {"step_ms": step_ms, "verify_ms": verify_ms, "draft_ms": draft_ms}
@@ -170,6 +174,9 @@ class Planner:
             self.probe_at = self.cycles + self.interval
 
 
+RATE_WEIGHT = 0.2  # TreePlanner: a drafted cycle's weight in the moving mean of the best rate
+
+
 class TreePlanner:
     """Picks each cycle's tree size (drafted nodes) from measured costs.
 
@@ -178,18 +185,17 @@ class TreePlanner:
     drafter's own probabilities, so they are scaled by what the target really accepted against
     what they predicted (counts fading by `decay`). Each drafted cycle verifies the n with the
     most expected tokens per second. When the best n, averaged over recent cycles, loses to a
-    plain target step by the NOISE margin, plain steps run, with probes spaced as in Planner.
+    plain target step by the NOISE margin, plain steps run, with probes spaced as in Planner (the
+    extra cost of a probe is that of the tree the last one verified).
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
                  prior: float = 1.0, decay: float = 0.97):
         self.costs, self.sizes = costs, sorted(costs["verify_ms"])
         self.decay, self.predicted, self.accepted = decay, prior, prior
-        self.best_rate = math.inf  # decayed mean of each drafted cycle's best tokens/ms
+        self.best_rate = math.inf  # moving mean of each drafted cycle's best tokens/ms
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
         self.cycles, self.probe_at = 0, 0
-        probe_ms = costs["verify_ms"][self.sizes[-1]] + costs["draft_ms"]
-        self.min_gap = math.ceil((probe_ms / costs["step_ms"] - 1) / (NOISE - 1))
 
     @property
     def max_nodes(self) -> int:
@@ -211,8 +217,9 @@ class TreePlanner:
                 for n in self.sizes if n < len(expected)}
         best = max(rate, key=rate.get)
         self.best_rate = rate[best] if math.isinf(self.best_rate) else (
-            self.decay * self.best_rate + (1 - self.decay) * rate[best])
+            (1 - RATE_WEIGHT) * self.best_rate + RATE_WEIGHT * rate[best])
         self._expected = float(expected[best])
+        self._cycle_ms = self.costs["verify_ms"][best] + self.costs["draft_ms"]
         return best
 
     def observe(self, k: int, acc: int) -> None:
@@ -224,6 +231,7 @@ class TreePlanner:
         self.accepted = self.decay * self.accepted + acc
         if self.pays():
             self.interval = self.base
-        else:  # a losing probe: the next one comes later
-            self.interval = max(min(2 * self.interval, self.max_interval), self.min_gap)
+        else:  # a losing probe: the next one comes later, never sooner than its cost allows
+            min_gap = math.ceil((self._cycle_ms / self.costs["step_ms"] - 1) / (NOISE - 1))
+            self.interval = max(min(2 * self.interval, self.max_interval), min_gap)
             self.probe_at = self.cycles + self.interval

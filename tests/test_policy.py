@@ -105,3 +105,53 @@ def test_costs_are_measured_on_the_pair():
     assert all(t > 0 for t in costs["draft_ms"].values())
     _, s = run(pair, [5, 6, 7], max_tokens=10, adaptive=True)  # measures, then runs
     assert pair.costs["block_size"] == 4 and s.tokens == 10
+
+
+TREE_COSTS = {"step_ms": 10.0, "verify_ms": {2: 11.0, 4: 11.5, 8: 12.5, 16: 15.0, 32: 22.0, 64: 60.0},
+              "draft_ms": 3.0}
+
+
+def _expected(p, n=64):
+    """Expected accepts of a tree's first n nodes when node i lands with probability p[i]."""
+    out = [0.0]
+    for i in range(n):
+        out.append(out[-1] + (p[i] if i < len(p) else 0.0))
+    return out
+
+
+def test_tree_planner_sizes_trees_by_confidence_and_cost():
+    from dflash.policy import TreePlanner
+
+    tp = TreePlanner(TREE_COSTS)
+    sure = _expected([0.9 ** (i // 4) for i in range(64)])  # many likely nodes: a big tree pays
+    assert tp.choose(sure) == 32  # 64 nodes would cost far more per pass than they add
+    unsure = _expected([0.6, 0.1] + [0.01] * 62)  # one likely node
+    assert tp.choose(unsure) == 2
+
+
+def test_tree_planner_calibrates_and_falls_back_to_plain_steps():
+    from dflash.policy import TreePlanner
+
+    tp = TreePlanner(TREE_COSTS)
+    optimistic = _expected([0.95] * 64)  # the drafter claims a lot; the target accepts nothing
+    ks = []
+    for _ in range(200):
+        k = tp.next_k()
+        if k > 1:
+            k = tp.choose(optimistic) + 1
+        tp.observe(k, 0)
+        ks.append(k)
+    assert tp.accepted / tp.predicted < 0.05  # calibrated down to what the target accepted
+    assert ks[-100:].count(1) >= 90  # mostly plain steps now, with probes between them
+    probes = [i for i, k in enumerate(ks) if k > 1]
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    # probes keep coming, spaced by the tree they verified (a 64-node pass would force 140+)
+    assert len(probes) >= 4 and max(gaps[-3:]) <= 65  # the longest interval, + the probe
+
+
+def test_tree_costs_are_measured_on_the_pair():
+    pair = tiny_pair("qwen3", tiny_drafter(block_size=8))
+    costs = measure_costs(pair, 8, context=16, reps=1, tree_nodes=12)
+    assert set(costs["verify_ms"]) <= {2, 4, 6, 8, 12} and 2 in costs["verify_ms"]
+    assert costs["step_ms"] > 0 and costs["draft_ms"] > 0
+    assert list(costs["verify_ms"].values()) == sorted(costs["verify_ms"].values())  # monotone
