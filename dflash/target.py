@@ -121,8 +121,13 @@ class Target:
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
             raise ValueError("tree verification needs an attention-only target")
-        cpu = mx.default_device() == mx.cpu
-        attend = partial(_tree_attention_invariant if cpu else _tree_attention_masked, tree=tree)
+        R, C = ids.shape[1], cache[self._kv_idx].offset
+        if mx.default_device() == mx.cpu:  # which gathered keys each row sees, built once a pass
+            valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
+            attend = partial(_tree_attention_invariant, tree=tree, valid=valid)
+        else:
+            mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
+            attend = partial(_tree_attention_masked, mask=mask)
         h = self.embed(ids)
         taps = {}
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
@@ -238,7 +243,7 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
 
 
-def _tree_attention_invariant(q, k, v, scale, tree: Layout):
+def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array):
     """Tree attention that sums like _attention_rows_invariant on a token decoded alone.
 
     Each row sees the committed keys and then its ancestors, gathered into the contiguous
@@ -248,12 +253,11 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout):
     """
     B, Hq, R, D = q.shape
     Hkv, C = k.shape[1], k.shape[2] - R
-    Dm = tree.ancestors.shape[1]
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, R, D)
     kb, vb = (a[:, :, C:][:, :, tree.ancestors] for a in (k, v))  # [B, Hkv, R, Dm, D]
     s_ctx = q @ k[:, :, None, :C].swapaxes(-1, -2)
     s_blk = (q[..., None, :] @ kb[:, :, None].swapaxes(-1, -2))[..., 0, :]
-    s_blk = mx.where(mx.arange(Dm)[None] <= tree.depth[:, None], s_blk, -mx.inf)
+    s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors, then padding
     p = mx.softmax(mx.concatenate([s_ctx, s_blk], axis=-1), axis=-1, precise=True)
     c0 = C // KEY_CHUNK * KEY_CHUNK
     out = None
@@ -272,8 +276,6 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout):
     return out.reshape(B, Hq, R, D)
 
 
-def _tree_attention_masked(q, k, v, scale, tree: Layout):
-    """Tree attention in one fused call (GPU): committed keys, then ancestors only."""
-    R, C = q.shape[2], k.shape[2] - q.shape[2]
-    mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
+def _tree_attention_masked(q, k, v, scale, mask: mx.array):
+    """Tree attention in one fused call (GPU); mask [R, C+R]: committed keys, then ancestors."""
     return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
