@@ -257,11 +257,12 @@ class DecoderLayer(nn.Module):
 
 class MarkovHead(nn.Module):
     """A low-rank transition bias from the previous token (DSpark's Markov head): block position
-    j's logits gain out_proj(in_proj(E[prev])), E the target's input embedding and prev the token
-    chosen at j-1. The drafter fills its block in one pass, so without it position j cannot know
-    which candidate was taken before it (a tree's sibling path). `rows`: the drafter's logit
-    vocabulary (its draft vocabulary, else the target's). out_proj starts at zero: a new head
-    leaves every proposal unchanged."""
+    j >= 2's logits gain out_proj(in_proj(E[prev])), E the target's input embedding and prev the
+    token chosen at j-1. The drafter fills its block in one pass with MASK at j-1, so without it
+    position j cannot know which candidate was taken there (a tree's sibling path); position 1
+    already sees the staged token in the block, and a bias there would count it twice. `rows`:
+    the drafter's logit vocabulary (its draft vocabulary, else the target's). out_proj starts at
+    zero: a new head leaves every proposal unchanged."""
 
     def __init__(self, hidden: int, rows: int, rank: int):
         super().__init__()
@@ -362,19 +363,19 @@ class Drafter(nn.Module):
         return full.at[..., self.vocab.index].add(b)
 
     def transition_bias(self, target, prev_ids: mx.array) -> mx.array:
-        """Rows [N, V] to add to a position's base logits when prev_ids [N] precede it."""
+        """Rows [N, V] to add to the base logits of a block position >= 2 when prev_ids [N] are
+        the tokens chosen at the position before it (position 1 takes none: MarkovHead)."""
         return self.markov_bias(target.embed(prev_ids), target.vocab_size)
 
     def chain(self, target, staged: int, k: int, cache: list[KVCache]) -> mx.array:
-        """The greedy chain [k-1] (target token ids): d_j = argmax(base_j + bias(d_{j-1})), d_0 the
-        staged token; argmax(base) without a head."""
+        """The greedy chain [k-1] (target token ids): d_1 = argmax(base_1), then d_j =
+        argmax(base_j + bias(d_{j-1})); argmax(base) without a head."""
         base = self.propose(target, staged, k, cache)
         if not self.has_markov:
             return mx.argmax(base, axis=-1)
-        prev, out = mx.array([staged]), []
-        for j in range(k - 1):
-            prev = mx.argmax(base[j : j + 1] + self.transition_bias(target, prev), axis=-1)
-            out.append(prev)
+        out = [mx.argmax(base[:1], axis=-1)]
+        for j in range(1, k - 1):
+            out.append(mx.argmax(base[j : j + 1] + self.transition_bias(target, out[-1]), axis=-1))
         return mx.concatenate(out)
 
     def _empty(self, h):

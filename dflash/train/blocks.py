@@ -103,7 +103,7 @@ def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights,
     h = drafter_forward(drafter, io, feats, block, anchors, rows, p)
     logits = io.logits(h[:, 1:]).astype(mx.float32)
     if drafter.has_markov:
-        logits, valid = head_logits(drafter, io, logits, block, labels, valid)
+        logits, valid = head_logits(drafter, io, logits, labels, valid)
     per_slot = nn.losses.cross_entropy(logits, labels, reduction="none")
     w = weights[None] * valid
     loss = (per_slot * w).sum() / mx.maximum(w.sum(), 1e-6)
@@ -118,7 +118,7 @@ def accept_lengths(drafter, io, feats, block, labels, valid, anchors, rows) -> m
     h = drafter_forward(drafter, io, feats, block, anchors, rows)
     logits = io.logits(h[:, 1:])
     if drafter.has_markov:
-        logits, valid = head_logits(drafter, io, logits.astype(mx.float32), block, labels, valid)
+        logits, valid = head_logits(drafter, io, logits.astype(mx.float32), labels, valid)
     correct = (mx.argmax(logits, -1) == labels) * valid
     return mx.cumprod(correct, axis=1).sum(1)
 

@@ -1,9 +1,10 @@
 """Training a drafter's Markov head (`MarkovHead`, drafter.py) with its base frozen.
 
-Teacher forcing: slot j's previous token is x_{a+j-1}, the target's own greedy token, which is
-what an accepted tree path holds there (the staged token x_a for slot 1). The loss is the
-trainer's weighted cross-entropy on base + bias over the drafter's vocabulary (its draft
-vocabulary if it has one: the engine never proposes another token, so those labels do not count).
+Teacher forcing: slot j >= 2's previous token is x_{a+j-1}, the target's own greedy token, which
+is what an accepted tree path holds there (slot 1 takes no bias: it sees the staged token). The
+loss is the trainer's weighted cross-entropy on base + bias over the drafter's vocabulary (its
+draft vocabulary if it has one: the engine never proposes another token, so those labels do not
+count).
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ def freeze_base(drafter: Drafter) -> None:
     drafter.markov.unfreeze()
 
 
-def prev_tokens(block: mx.array, labels: mx.array) -> mx.array:
-    """[R, B-1]: the token before each slot on the target's path (staged, then the labels)."""
-    return mx.concatenate([block[:, :1], labels[:, :-1]], axis=1)
 
 
 def masked(drafter: Drafter, logits: mx.array, labels: mx.array, valid: mx.array):
@@ -52,14 +50,16 @@ def masked(drafter: Drafter, logits: mx.array, labels: mx.array, valid: mx.array
     return mx.where(keep, logits, -1e9), valid * keep[labels]
 
 
-def _bias(drafter: Drafter, io, block, labels, vocab_size: int) -> mx.array:
-    return drafter.markov_bias(io.embed(prev_tokens(block, labels)), vocab_size).astype(mx.float32)
+def _bias(drafter: Drafter, io, labels, vocab_size: int) -> mx.array:
+    """[R, B-1, V]: zero at slot 1, then the bias of the target's token before each slot."""
+    b = drafter.markov_bias(io.embed(labels[:, :-1]), vocab_size).astype(mx.float32)
+    return mx.concatenate([mx.zeros_like(b[:, :1]), b], axis=1)
 
 
-def head_logits(drafter: Drafter, io, logits: mx.array, block, labels, valid):
+def head_logits(drafter: Drafter, io, logits: mx.array, labels, valid):
     """(base + bias from the true previous tokens, valid), over the drafter's vocabulary."""
     logits, valid = masked(drafter, logits, labels, valid)
-    return logits + _bias(drafter, io, block, labels, logits.shape[-1]), valid
+    return logits + _bias(drafter, io, labels, logits.shape[-1]), valid
 
 
 def sibling_sums(drafter: Drafter, io, feats, block, labels, valid, anchors, rows) -> mx.array:
@@ -70,7 +70,7 @@ def sibling_sums(drafter: Drafter, io, feats, block, labels, valid, anchors, row
 
     h = drafter_forward(drafter, io, feats, block, anchors, rows)
     base, valid = masked(drafter, io.logits(h[:, 1:]).astype(mx.float32), labels, valid)
-    head = base + _bias(drafter, io, block, labels, base.shape[-1])
+    head = base + _bias(drafter, io, labels, base.shape[-1])
     ok_base = (mx.argmax(base, -1) == labels) * valid
     ok_head = (mx.argmax(head, -1) == labels) * valid
     missed = (1 - ok_base[:, :-1]) * valid[:, :-1]  # slot j-1's argmax was not the target's token
