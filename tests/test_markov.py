@@ -182,6 +182,13 @@ def test_resume_keeps_the_head(trained, tmp_path):
     assert d.head_rows == len(d.vocab.ids)
 
 
+def test_a_head_trains_on_only_as_a_head(trained):
+    tmp, model, tok, ds = trained
+    with pytest.raises(ValueError, match="--markov-rank 8"):
+        T.train(Target(model, "llama", []), tok, ds, cfg_for(tmp / "full", init=str(tmp / "head")),
+                progress=lambda s: None)
+
+
 def test_cli_refuses_a_head_without_a_drafter(capsys):
     for argv in (["--out", "x", "--markov-rank", "8"],
                  ["--out", "x", "--init", "d", "--markov-rank", "8", "--draft-vocab", "100"]):

@@ -142,6 +142,9 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
         from ..load import check_pair
 
         drafter = load_drafter(cfg.init, dtype=mx.float32)
+        if drafter.has_markov and not cfg.markov_rank:
+            raise ValueError(f"{cfg.init} has a Markov head: train it on with --markov-rank "
+                             f"{drafter.args.markov_rank} (its base stays frozen)")
         if not cfg.markov_rank:  # --draft-vocab decides the new one (a head keeps the drafter's)
             drafter.vocab = None
         check_pair(target, drafter)
