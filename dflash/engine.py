@@ -190,7 +190,7 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner)
     # draft: one drafter pass over the block, then the most probable paths through it
     logits = drafter.propose(target, staged, B, context.cache())
     ids, logp = tree.candidates(logits)
-    bias = tree.transitions(drafter, target, staged, ids) if getattr(drafter, "has_markov", False) else None
+    bias = tree.transitions(drafter, target, ids) if getattr(drafter, "has_markov", False) else None
     tr = tree.build(staged, ids, logp, planner.max_nodes if planner else nodes, bias)
     if planner:
         tr = tr.prefix(planner.choose(tree.expected_accepts(tr)))

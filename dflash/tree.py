@@ -94,21 +94,19 @@ def build(staged: int, ids: np.ndarray, logp: np.ndarray, budget: int,
     return Tree(tuple(tokens), tuple(parents), tuple(depths), tuple(float(s) for s in scores))
 
 
-def transitions(drafter, target, staged: int, ids: np.ndarray) -> np.ndarray:
+def transitions(drafter, target, ids: np.ndarray) -> np.ndarray:
     """[D, W, W] the drafter's Markov head between consecutive positions' candidates:
-    [d, i, j] = bias of candidate j at depth d+1 after candidate i at depth d (d = 0: after the
-    staged token, the same for every i). Only these D*W*W entries of the head are computed."""
+    [d, i, j] = bias of candidate j at depth d+1 after candidate i at depth d; depth 1 takes
+    none (its block input is the staged token itself: MarkovHead). Only these D*W*W entries of
+    the head are computed."""
     D, W = ids.shape
     head = drafter.markov
-    prev = mx.array(np.concatenate([[staged], ids[:-1].ravel()]))
-    p = head.in_proj(target.embed(prev).astype(head.in_proj.weight.dtype))  # [1 + (D-1)W, r]
-    rows = ids if drafter.vocab is None else drafter.vocab.rows_of(ids)
-    q = head.out_proj.weight[mx.array(rows)]  # [D, W, r]
-    first = mx.broadcast_to((p[:1] @ q[0].T)[None], (1, W, W))
-    rest = p[1:].reshape(D - 1, W, -1) @ q[1:].swapaxes(-1, -2)
-    out = mx.concatenate([first, rest]).astype(mx.float32)
-    mx.eval(out)
-    return np.array(out)
+    prev = mx.array(ids[:-1].ravel())
+    p = head.in_proj(target.embed(prev).astype(head.in_proj.weight.dtype))  # [(D-1)W, r]
+    rows = ids[1:] if drafter.vocab is None else drafter.vocab.rows_of(ids[1:])
+    q = head.out_proj.weight[mx.array(rows)]  # [D-1, W, r]
+    rest = (p.reshape(D - 1, W, -1) @ q.swapaxes(-1, -2)).astype(mx.float32)
+    return np.concatenate([np.zeros((1, W, W), np.float32), np.array(rest)])
 
 
 def _child_scores(logp: np.ndarray, transitions: Optional[np.ndarray]) -> np.ndarray:
