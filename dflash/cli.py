@@ -51,6 +51,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", default=None, help="drafter directory (HF layout) or Hub id (default: from the registry)")
 
 
+def add_distributed_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--distributed", nargs="?", const="any", default=None, metavar="BACKEND",
+                   help="shard the target over the processes started by mlx.launch (backend: "
+                        "any, ring, mpi, nccl, jaccl; default any); docs/distributed.md")
+
+
 def generate_main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m dflash generate", description="Generate with DFlash or the target alone.")
     add_model_args(p)
@@ -59,8 +65,10 @@ def generate_main(argv=None) -> int:
     p.add_argument("--no-chat-template", action="store_true")
     p.add_argument("--json", action="store_true", help="one JSON object per event per line; the last is the summary")
     add_generation_args(p)
+    add_distributed_arg(p)
     a = p.parse_args(argv)
 
+    from . import distributed
     from .engine import stream
     from .load import encode_prompt, load_pair
 
@@ -69,7 +77,13 @@ def generate_main(argv=None) -> int:
         if not a.prompt.strip():
             raise ValueError("the prompt is empty")
         cfg = config_from_args(a, a.mode).validate()
+        group = distributed.init(a.distributed) if a.distributed else None
+        if group is not None:
+            cfg, log = distributed.spmd_config(cfg), distributed.rank0_only(group, log)
         pair = load_pair(a.model, a.draft, a.mode, progress=log)
+        if group is not None:
+            distributed.shard_pair(pair, group)
+            log(f"target sharded over {group.size()} processes ({a.distributed})")
         ids = encode_prompt(pair.tokenizer, a.prompt, not a.no_chat_template)
         for ev in stream(pair, ids, cfg):
             if a.json:
@@ -86,6 +100,9 @@ def generate_main(argv=None) -> int:
                       + (f", verified as {ev.verify}" if ev.verify else ""), file=sys.stderr)
     except ValueError as e:
         return fail(e)
+    except distributed.RankMismatch as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

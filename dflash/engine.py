@@ -126,6 +126,8 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
         total_accepted += acc
         c = Cycle(len(cycles), k, drafted, acc, committed, *times, perf_counter() - t0,
                   len(out.ids), total_accepted, *shape)
+        if pair.agree is not None:  # a sharded target: every rank must take the same decision
+            pair.agree(c, out.finish)
         cycles.append(c)
         staged = committed[-1].id if committed else staged
         yield c

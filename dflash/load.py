@@ -25,6 +25,9 @@ class Pair:
     model_id: str
     draft_id: Optional[str]
     costs: Optional[dict] = None  # measured forward costs, for adaptive verify lengths (policy.py)
+    # a sharded target (distributed.py): agree(cycle, finish) raises unless every rank's
+    # cycle took the same decision
+    agree: Optional[Callable[..., None]] = None
 
 
 def resolve(path_or_repo: str, what: str, progress: Callable[[str], None] = print) -> Path:

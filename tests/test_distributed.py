@@ -1,0 +1,82 @@
+"""A target sharded over 2 processes (mlx.launch, ring backend on 127.0.0.1, CPU): DFlash output
+== target-only output on the same sharded target; a rank that disagrees stops the run."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash import distributed
+from dflash.drafter import save_drafter
+from tests.tiny import tiny_drafter, tiny_pair, save_tiny_model
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH = shutil.which("mlx.launch", path=str(Path(sys.executable).parent))
+pytestmark = pytest.mark.skipif(LAUNCH is None, reason="mlx.launch is not installed")
+
+
+def launch(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    cmd = [LAUNCH, "--backend", "ring", "-n", "2", "--python", sys.executable, "--", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_sharded_dflash_is_target_only():
+    r = launch("-m", "tests.distributed_worker", "llama,qwen3_moe,qwen3_5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    [doc] = json_lines(r.stdout)  # rank 0 only
+    for family, out in doc.items():
+        ref = out["target"]["ids"][:24]
+        runs = [k for k in out if k.startswith(("random_", "oracle_"))]
+        assert runs == (["random_chain", "random_tree", "oracle_chain", "oracle_tree"]
+                        if family != "qwen3_5" else ["random_chain", "oracle_chain"])
+        for k in runs:
+            assert out[k]["ids"] == ref, (family, k)
+        assert 1 < out["oracle_chain"]["tau"] < 4, family  # accepted runs and rejections
+        eos = out["eos"]
+        assert eos["dflash"]["ids"] == eos["target"]["ids"] and eos["dflash"]["finish"] == "stop"
+        assert len(eos["dflash"]["ids"]) > 4 and eos["dflash"]["cut"], family  # inside a block
+        assert out["max7"]["ids"] == ref[:7] and out["max7"]["cut"], family
+
+
+def test_rank_disagreement_stops_every_rank():
+    r = launch("-m", "tests.distributed_worker", "llama", "--drafter-seed-per-rank")
+    assert "exited with code 3" in r.stdout + r.stderr  # mlx.launch itself exits 0
+    for rank in (0, 1):
+        assert (f"rank {rank}: ranks disagree on the accept decision of cycle 0 (ranks 0 vs ranks 1)"
+                in r.stdout), r.stdout + r.stderr
+
+
+def test_cli_generate_distributed(tmp_path):
+    model = save_tiny_model(tmp_path / "model", "qwen3")
+    draft = save_drafter(tiny_drafter(), tmp_path / "drafter")
+    args = ["-m", "dflash", "generate", "--model", str(model), "--draft", str(draft), "--json",
+            "--prompt", "t5 t9 t17 t23", "--no-chat-template", "--max-tokens", "12", "--distributed"]
+    runs = {m: launch(*args, "--mode", m) for m in ("target", "dflash")}
+    summaries = {}
+    for m, r in runs.items():
+        assert r.returncode == 0, r.stdout + r.stderr
+        events = json_lines(r.stdout)
+        [summaries[m]] = [e for e in events if e["kind"] == "summary"]  # one rank prints
+        assert "target sharded over 2 processes" in r.stderr
+    assert summaries["dflash"]["token_ids"] == summaries["target"]["token_ids"]
+    assert summaries["dflash"]["verify"] == "chain 5"  # no tree planner: it times each rank
+
+
+def test_refusals(tmp_path):
+    pair = tiny_pair("qwen3_next")
+    with pytest.raises(ValueError, match="cannot be sharded"):
+        distributed.shard_pair(pair, group=None)
+    with pytest.raises(ValueError, match="run under mlx.launch"):
+        distributed.init("ring")
+    from dflash.config import GenerationConfig
+
+    with pytest.raises(ValueError, match="--block-size auto"):
+        distributed.spmd_config(GenerationConfig(adaptive=True))
+    assert distributed.spmd_config(GenerationConfig()).tree == 0
