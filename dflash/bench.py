@@ -28,7 +28,8 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from .cli import add_generation_args, add_model_args, config_from_args
+from . import distributed
+from .cli import add_distributed_arg, add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
 from .events import Summary
 from .load import TARGET_DTYPES
@@ -572,6 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.json", help="write the JSON here and the plot next to it (FILE.html)")
     p.add_argument("--replot", metavar="FILE.json", help="only print the table and write the plot of a saved JSON")
     add_generation_args(p)
+    add_distributed_arg(p)
     p.set_defaults(max_tokens=DEFAULT_BENCH_TOKENS)
     return p
 
@@ -597,9 +599,16 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         if a.prompts_limit is not None and a.prompts_limit < 1:
             raise ValueError(f"--prompts-limit must be >= 1 (got {a.prompts_limit})")
         cfg = config_from_args(a).validate()
+        group = distributed.init(a.distributed) if a.distributed else None
+        if group is not None:
+            if a.peer:
+                raise ValueError("--peer does not run with --distributed")
+            cfg, log = distributed.spmd_config(cfg), distributed.rank0_only(group, log)
         suites = load_suites(list(SUITES) if a.suite == "all" else [a.suite], a.prompts, a.prompts_limit)
         if load is None:
             from .load import load_pair as load
+        if group is not None:
+            load = distributed.sharded_load(load, group)
         pair = load(a.model, a.draft, "dflash", progress=log, target_dtype=a.target_dtype)
         peer, peer_info = None, None
         if a.peer:
@@ -615,13 +624,18 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         }
         doc["settings"]["draft_sha256"] = _digest(pair.draft_id)
         doc["peer"] = peer_info
+        doc["distributed"] = None if group is None else distributed.describe(
+            group, a.distributed, pair, rows=[1, doc["settings"]["block_size"]])
+        if group is not None:
+            log(f"target sharded over {group.size()} ranks ({a.distributed}): all_sums cost "
+                + ", ".join(f"{v:.2f} ms per {k}-token pass" for k, v in doc["distributed"]["pass_comm_ms"].items()))
         doc.update(run(pair, suites, cfg, a.repeat, peer, a.profile, log, a.profile_reps))
         doc["environment"]["load_avg_end"] = _load_avg()
-    except ValueError as e:
+    except (ValueError, distributed.RankMismatch) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(e, ValueError) else 1
     doc["plot"] = None
-    if a.out:
+    if a.out and (group is None or group.rank() == 0):  # one rank writes
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         plot = write_plot(doc, out.with_suffix(".html"))

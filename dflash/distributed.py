@@ -84,6 +84,15 @@ def shard_pair(pair, group: mx.distributed.Group) -> None:
     pair.agree = Agreement(group)
 
 
+def sharded_load(load: Callable, group) -> Callable:
+    """`load` (load_pair's signature) whose pairs come back sharded over `group`."""
+    def load_sharded(*args, **kw):
+        pair = load(*args, **kw)
+        shard_pair(pair, group)
+        return pair
+    return load_sharded
+
+
 def _check_divisible(target: Target, n: int) -> None:
     """mlx-lm's shard() divides head counts and widths with //: a remainder would be lost."""
     sizes = {}
@@ -178,5 +187,7 @@ def describe(group, backend: str, pair, rows: Optional[list[int]] = None) -> dic
     rows = rows or [1]
     dtype = t.backbone.norm.weight.dtype
     per_sum = {k: comm_ms(group, t.hidden_size, k, dtype) for k in rows}
-    return dict(world_size=group.size(), backend=backend, sharding="tensor",
-                all_sums_per_pass=2 * t.num_layers, all_sum_ms=per_sum)
+    n = 2 * t.num_layers  # after attention (or GatedDeltaNet) and after the MLP, per layer
+    return dict(world_size=group.size(), backend=backend, sharding="tensor (mlx-lm shard())",
+                all_sums_per_pass=n, all_sum_ms=per_sum,
+                pass_comm_ms={k: n * v for k, v in per_sum.items()})

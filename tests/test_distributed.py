@@ -80,3 +80,21 @@ def test_refusals(tmp_path):
     with pytest.raises(ValueError, match="--block-size auto"):
         distributed.spmd_config(GenerationConfig(adaptive=True))
     assert distributed.spmd_config(GenerationConfig()).tree == 0
+
+
+def test_bench_distributed_records_the_sharding(tmp_path):
+    model = save_tiny_model(tmp_path / "model", "llama")
+    draft = save_drafter(tiny_drafter(), tmp_path / "drafter")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "t5 t9 t17"}\n')
+    out = tmp_path / "bench.json"
+    r = launch("-m", "dflash", "bench", "--model", str(model), "--draft", str(draft),
+               "--prompts", str(prompts), "--repeat", "1", "--max-tokens", "10", "--block-size", "4",
+               "--out", str(out), "--distributed", "ring")
+    assert "exited with code" not in r.stdout + r.stderr, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    d = doc["distributed"]
+    assert (d["world_size"], d["backend"], d["all_sums_per_pass"]) == (2, "ring", 8)
+    assert set(d["pass_comm_ms"]) == {"1", "4"} and all(v > 0 for v in d["pass_comm_ms"].values())
+    assert doc["prompts"][0]["identical"]
+    assert r.stdout.count("speedup") <= 1  # the table: rank 0 only
