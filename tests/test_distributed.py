@@ -54,19 +54,15 @@ def test_rank_disagreement_stops_every_rank():
 
 
 def test_cli_generate_distributed(tmp_path):
+    """Rank 0 alone prints; target-only vs DFlash through the CLI: the bench test below."""
     model = save_tiny_model(tmp_path / "model", "qwen3")
     draft = save_drafter(tiny_drafter(), tmp_path / "drafter")
-    args = ["-m", "dflash", "generate", "--model", str(model), "--draft", str(draft), "--json",
-            "--prompt", "t5 t9 t17 t23", "--no-chat-template", "--max-tokens", "12", "--distributed"]
-    runs = {m: launch(*args, "--mode", m) for m in ("target", "dflash")}
-    summaries = {}
-    for m, r in runs.items():
-        assert r.returncode == 0, r.stdout + r.stderr
-        events = json_lines(r.stdout)
-        [summaries[m]] = [e for e in events if e["kind"] == "summary"]  # one rank prints
-        assert "target sharded over 2 processes" in r.stderr
-    assert summaries["dflash"]["token_ids"] == summaries["target"]["token_ids"]
-    assert summaries["dflash"]["verify"] == "chain 5"  # no tree planner: it times each rank
+    r = launch("-m", "dflash", "generate", "--model", str(model), "--draft", str(draft), "--json",
+               "--prompt", "t5 t9 t17 t23", "--no-chat-template", "--max-tokens", "12", "--distributed")
+    assert "exited with code" not in r.stdout + r.stderr, r.stdout + r.stderr
+    [summary] = [e for e in json_lines(r.stdout) if e["kind"] == "summary"]
+    assert summary["tokens"] == 12 and summary["verify"] == "chain 5"  # no tree planner: it times each rank
+    assert r.stderr.count("target sharded over 2 processes (any)") == 1
 
 
 def test_refusals(tmp_path):
@@ -96,5 +92,5 @@ def test_bench_distributed_records_the_sharding(tmp_path):
     d = doc["distributed"]
     assert (d["world_size"], d["backend"], d["all_sums_per_pass"]) == (2, "ring", 8)
     assert set(d["pass_comm_ms"]) == {"1", "4"} and all(v > 0 for v in d["pass_comm_ms"].values())
-    assert doc["prompts"][0]["identical"]
+    assert doc["prompts"][0]["identical"]  # target-only == DFlash, both on the sharded target
     assert r.stdout.count("speedup") <= 1  # the table: rank 0 only
