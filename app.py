@@ -25,6 +25,11 @@ from typing import Iterator, Optional
 
 import gradio as gr
 
+if __name__ == "__main__":  # the program chooses how MLX computes before mlx loads
+    from dflash import backend
+
+    backend.setup()
+
 from dflash.config import DEFAULT_BLOCK_SIZE, MAX_TOKENS_LIMIT, GenerationConfig, default_block_size
 from dflash.events import Summary
 from dflash.load import encode_prompt

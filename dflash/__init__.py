@@ -1,8 +1,4 @@
-"""DFlash playground. Importing the package first lets it set up MLX's backends before mlx loads:
-the CPU BLAS (blas.py) and the CUDA command-buffer sizes (cuda_env.py)."""
+"""DFlash playground: lossless speculative decoding with block-diffusion drafters on MLX.
 
-from . import blas as _blas
-from . import cuda_env as _cuda_env
-
-_blas.use_openblas()
-_cuda_env.apply()
+Importing the package loads no library and sets no environment variable; a program chooses
+how MLX computes with `dflash.backend.setup()` before it first imports mlx."""

@@ -119,5 +119,8 @@ def main(argv=None) -> None:
     if not argv or argv[0] not in VERBS:
         print(f"usage: python -m dflash {{{'|'.join(VERBS)}}} [options]  (--help after a verb)", file=sys.stderr)
         sys.exit(2)
+    from . import backend
+
+    backend.setup()  # before any verb imports mlx
     module, fn = VERBS[argv[0]].split(":")
     sys.exit(getattr(importlib.import_module(module), fn)(argv[1:]) or 0)

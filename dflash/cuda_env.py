@@ -1,11 +1,10 @@
-"""MLX CUDA command-buffer sizes for launch-bound small models, set before mlx loads.
+"""MLX CUDA command-buffer sizes for launch-bound small models, set by backend.setup().
 
 MLX's CUDA backend puts at most MLX_MAX_OPS_PER_BUFFER ops (and MLX_MAX_MB_PER_BUFFER MB) in one
-command buffer / CUDA graph and reads both once. A 135M-parameter target on an H200 is bound by
-kernel launches and host work; raising both to 100 measured (all 24 bench prompts, one run
-each, same machine, 24/24 identical outputs both times): target-only 178 -> 200 tok/s, DFlash
-236 -> 302 tok/s (assets/bench/results/h200-smollm2.md). Values already in the environment win;
-other backends (Metal keeps its own per-device defaults) are left alone.
+command buffer / CUDA graph and reads both once, when it loads. A 135M-parameter target on an
+H200 is bound by kernel launches and host work, and buffers of 100 ops and 100 MB made both
+target-only and DFlash faster there (docs/performance.md). Values already in the environment
+win; other backends (Metal keeps its own per-device defaults) are left alone.
 """
 
 from __future__ import annotations

@@ -185,7 +185,6 @@ class Attention(nn.Module):
             args.num_attention_heads, args.num_key_value_heads, args.head_dim)
         self.scale = self.head_dim**-0.5
         self.window = args.sliding_window if sliding else None
-        self.rows = 0  # > 0: attend in calls of this many query rows (Drafter.set_attention_rows)
         bias = args.attention_bias
         h = args.hidden_size
         self.q_proj = nn.Linear(h, self.n_heads * self.head_dim, bias=bias)
@@ -215,12 +214,7 @@ class Attention(nn.Module):
         values = mx.concatenate([ctx_v, v], axis=2)
         if self.window is not None and mask is None:
             mask = sliding_mask(ctx_k.shape[2], L, self.window)
-        if self.rows and mask is None and L > self.rows:  # no mask: any split of the rows is exact
-            out = mx.concatenate([
-                mx.fast.scaled_dot_product_attention(q[:, :, s : s + self.rows], keys, values, scale=self.scale)
-                for s in range(0, L, self.rows)], axis=2)
-        else:
-            out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
+        out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
 
 
@@ -304,12 +298,6 @@ class Drafter(nn.Module):
     @property
     def target_layer_ids(self) -> list[int]:
         return self.args.target_layer_ids
-
-    def set_attention_rows(self, rows: int) -> None:
-        """Attend a block in calls of `rows` query rows (0: one call). For MLX's CUDA backend,
-        whose fused attention kernel takes fewer than 4 rows (DRAFT_ROWS_ENV in load.py)."""
-        for layer in self.layers:
-            layer.self_attn.rows = rows
 
     def make_cache(self) -> list[KVCache]:
         """One context-only K/V cache per layer; it keeps the whole context."""

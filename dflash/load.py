@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 import mlx.core as mx
 
+from .backend import Backend, active
 from .drafter import Drafter, load_drafter
 from .registry import BUILTIN_TARGET, find_drafter, supported_bases
 from .target import SUPPORTED_FAMILIES, Target
-
-DRAFT_ROWS_ENV = "DFLASH_DRAFT_ATTENTION_ROWS"  # GPU opt-in: the drafter's attention in row chunks
 
 
 @dataclass
@@ -25,6 +24,7 @@ class Pair:
     model_id: str
     draft_id: Optional[str]
     costs: Optional[dict] = None  # measured forward costs, for adaptive verify lengths (policy.py)
+    backend: Backend = field(default_factory=Backend)  # what the pair computes with (backend.py)
     # a sharded target (distributed.py): agree(cycle, finish) raises unless every rank's
     # cycle took the same decision
     agree: Optional[Callable[..., None]] = None
@@ -80,7 +80,8 @@ def check_pair(target: Target, drafter: Drafter) -> None:
 TARGET_DTYPES = ("auto", "stored", "float32")
 
 
-def load_target(model: str, progress: Callable[[str], None] = print, dtype: str = "auto"):
+def load_target(model: str, progress: Callable[[str], None] = print, dtype: str = "auto",
+                backend: Optional[Backend] = None):
     """(mlx-lm model, tokenizer, model_type) for a directory, a Hub id or the builtin target.
 
     dtype "float32" dequantizes every quantized layer (exact: the same weights, fp32 arithmetic);
@@ -107,7 +108,7 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
     except Exception as e:  # mlx-lm / transformers: missing tokenizer files, weights of another shape...
         raise ValueError(f"cannot load target {model!r}: {type(e).__name__}: {one_line(e)}") from None
     if dtype == "auto":
-        dtype = _auto_dtype(lm)
+        dtype = _auto_dtype(lm, backend or active())
     if dtype == "float32":
         from mlx_lm.utils import dequantize_model
 
@@ -141,14 +142,12 @@ def _target_type(model: str, path: Path) -> str:
     return model_type
 
 
-def _auto_dtype(lm) -> str:
+def _auto_dtype(lm, backend: Backend) -> str:
     from mlx.utils import tree_flatten
 
-    from . import blas
-
     params = tree_flatten(lm.parameters())
-    # CPU + OpenBLAS (dflash.blas): a 16-token fp32 forward costs ~2.5x a 1-token one (4-bit: ~14x)
-    if mx.default_device() != mx.cpu or blas.loaded is None or not any(k.endswith(".scales") for k, _ in params):
+    # CPU + OpenBLAS (blas.py): a 16-token fp32 forward costs ~2.5x a 1-token one (4-bit: ~14x)
+    if mx.default_device() != mx.cpu or backend.blas is None or not any(k.endswith(".scales") for k, _ in params):
         return "stored"
     fp32_bytes = 8 * sum(v.nbytes for _, v in params)  # <= 8x: 4-bit packed -> float32
     fits = fp32_bytes < 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -156,8 +155,12 @@ def _auto_dtype(lm) -> str:
 
 
 def load_pair(model: Optional[str] = None, draft: Optional[str] = None, mode: str = "dflash",
-              progress: Callable[[str], None] = print, target_dtype: str = "auto") -> Pair:
+              progress: Callable[[str], None] = print, target_dtype: str = "auto",
+              backend: Optional[Backend] = None) -> Pair:
     """Load the target and (for mode "dflash") its drafter, from the registry when not given.
+
+    backend: what this process computes with (default: what backend.setup() chose); the
+    target takes its row padding and GPU attention rows from it.
 
     A target with no known drafter and none given is an error: we never run target-only and
     call it DFlash.
@@ -173,14 +176,14 @@ def load_pair(model: Optional[str] = None, draft: Optional[str] = None, mode: st
     if mode == "dflash":
         progress(f"loading drafter {draft}")
         drafter = load_drafter(resolve(draft, "drafter", progress))
-    lm, tokenizer, model_type = load_target(model, progress, target_dtype)
-    target = Target(lm, model_type, drafter.target_layer_ids if drafter else None)
+    backend = backend or active()
+    lm, tokenizer, model_type = load_target(model, progress, target_dtype, backend)
+    target = Target(lm, model_type, drafter.target_layer_ids if drafter else None,
+                    attention_rows=backend.attention_rows, row_tile=backend.row_tile)
     if drafter is not None:
         check_pair(target, drafter)
         drafter.set_dtype(_float_dtype(target))
-        if mx.default_device() != mx.cpu:  # GPU, opt-in, see Drafter.set_attention_rows
-            drafter.set_attention_rows(int(os.environ.get(DRAFT_ROWS_ENV) or 0))
-    return Pair(target, drafter, tokenizer, model, draft if mode == "dflash" else None)
+    return Pair(target, drafter, tokenizer, model, draft if mode == "dflash" else None, backend=backend)
 
 
 def _float_dtype(target: Target) -> mx.Dtype:

@@ -8,7 +8,6 @@ outputs of the tapped layers, walking mlx-lm's own layer objects (no class is pa
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from typing import Optional
 
@@ -17,18 +16,13 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import cuda_env
+from . import cpu_rows
 from .tape import GDNTape, gdn_forward_recorded, rollback
 from .tree import Layout
 
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 PREFILL_CHUNK = 512
 KEY_CHUNK = 256  # p @ v reduces over fixed key chunks: see _attention_rows_invariant
-# GPU: attention of a k-token pass in calls of this many query rows (_attention_row_chunks);
-# 0 = mlx-lm's one call. Default CUDA_VERIFY_ROWS on MLX's CUDA backend (measured there), 0 on
-# Metal (not measured); the environment variable overrides both.
-VERIFY_ROWS_ENV = "DFLASH_VERIFY_ATTENTION_ROWS"
-CUDA_VERIFY_ROWS = 3
 MAX_CHUNKED_ROWS = 64  # a longer pass is a prefill: one call (a 512-token chunk would be 171)
 
 
@@ -36,7 +30,7 @@ class Target:
     """An mlx-lm model seen as: embed, forward a block with taps, logits, roll back."""
 
     def __init__(self, model: nn.Module, model_type: str, tap_ids: Optional[list[int]] = None,
-                 attention_rows: Optional[int] = None):
+                 attention_rows: int = 0, row_tile: int = 0):
         if model_type not in SUPPORTED_FAMILIES:
             raise ValueError(
                 f"target model_type {model_type!r} is not supported; "
@@ -59,20 +53,20 @@ class Target:
         self._kv_idx = next(i for i in range(self.num_layers) if i not in self._linear)
         # How llama-family layers attend (None: mlx-lm's own layer). With OpenBLAS on the CPU,
         # mx.fast's attention reduces p @ v in K blocks that depend on the key count, so a token's
-        # row would differ alone vs inside a block; _attention_rows_invariant never does. On
-        # MLX's CUDA backend a k-token pass attends in chunks of query rows (gpu_verify_rows).
+        # row would differ alone vs inside a block; _attention_rows_invariant never does. On a
+        # GPU a k-token pass may attend in calls of `attention_rows` query rows (backend.py).
         # On the CPU every attention-only family attends that way, so that a tree pass
-        # (_tree_attention_invariant) sums each row exactly as decoding it alone does.
+        # (_tree_attention_invariant) sums each row exactly as decoding it alone does, with
+        # matmul rows padded to a multiple of `row_tile` where the BLAS needs it (cpu_rows.py).
         plain_attention = model_type in ("llama", "qwen2", "qwen3")
         self.tree_capable = not self._linear  # attention-only targets verify trees (tree.py)
         cpu = mx.default_device() == mx.cpu
-        if attention_rows is None:
-            attention_rows = 0 if cpu else gpu_verify_rows()
-        self._attend = None
+        self._attend, self.row_tile = None, 0
         if plain_attention and attention_rows > 0:
             self._attend = partial(_attention_row_chunks, rows=attention_rows)
         elif self.tree_capable and cpu:
-            self._attend = _attention_rows_invariant
+            self.row_tile = row_tile
+            self._attend = partial(_attention_rows_invariant, tile=row_tile)
 
     @property
     def is_hybrid(self) -> bool:
@@ -100,7 +94,8 @@ class Target:
         """
         if tree is not None:
             return self._forward_tree(ids, cache, tree)
-        h = self.embed(ids)
+        L = ids.shape[1]
+        h = cpu_rows.pad(self.embed(ids), self.row_tile)
         fa_mask = create_attention_mask(h, cache[self._kv_idx])
         ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
         taps, tapes = {}, {}
@@ -108,15 +103,15 @@ class Target:
             if record and i in self._linear:
                 h, tapes[i] = _decoder_layer_recorded(layer, h, c)
             elif self._attend is not None:
-                h = _decoder_layer_with(layer, h, c, self._attend)
+                h = _decoder_layer_with(layer, h, c, self._attend, rows=L)
             else:
                 h = layer(h, ssm_mask if i in self._linear else fa_mask, c)
             if i in self.tap_ids:
-                taps[i] = h
+                taps[i] = cpu_rows.unpad(h, L)
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
         if last_only:
-            h = h[:, -1:]
-        return self.logits(self.backbone.norm(h)), feats, tapes
+            h = h[:, L - 1 : L]
+        return cpu_rows.unpad(self.logits(self.backbone.norm(h)), L), feats, tapes
 
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
@@ -124,18 +119,18 @@ class Target:
         R, C = ids.shape[1], cache[self._kv_idx].offset
         if mx.default_device() == mx.cpu:  # which gathered keys each row sees, built once a pass
             valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
-            attend = partial(_tree_attention_invariant, tree=tree, valid=valid)
+            attend = partial(_tree_attention_invariant, tree=tree, valid=valid, tile=self.row_tile)
         else:
             mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
             attend = partial(_tree_attention_masked, mask=mask)
-        h = self.embed(ids)
+        h = cpu_rows.pad(self.embed(ids), self.row_tile)
         taps = {}
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
-            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth)
+            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth, rows=R)
             if i in self.tap_ids:
-                taps[i] = h
+                taps[i] = cpu_rows.unpad(h, R)
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
-        return self.logits(self.backbone.norm(h)), feats, {}
+        return cpu_rows.unpad(self.logits(self.backbone.norm(h)), R), feats, {}
 
     def prefill(self, ids: list[int], cache: list, on_chunk=None) -> mx.array:
         """Feed the prompt in chunks; returns the last position's logits [V].
@@ -156,13 +151,6 @@ class Target:
         rollback(cache, tapes, n_fed, n_keep)
 
 
-def gpu_verify_rows(environ=os.environ, cuda: Optional[bool] = None) -> int:
-    """Query rows per attention call of a verify pass on a GPU (0: one call)."""
-    if environ.get(VERIFY_ROWS_ENV):
-        return int(environ[VERIFY_ROWS_ENV])
-    return CUDA_VERIFY_ROWS if (cuda_env.mlx_is_cuda_build() if cuda is None else cuda) else 0
-
-
 def _decoder_layer_recorded(layer, x, cache):
     """mlx-lm's qwen3_5 / qwen3_next DecoderLayer with the GDN mixer recorded."""
     r, tape = gdn_forward_recorded(layer.linear_attn, layer.input_layernorm(x), cache)
@@ -170,15 +158,18 @@ def _decoder_layer_recorded(layer, x, cache):
     return h + layer.mlp(layer.post_attention_layernorm(h)), tape
 
 
-def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = None):
+def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = None,
+                        rows: Optional[int] = None):
     """mlx-lm's llama / qwen2 / qwen3(_moe) DecoderLayer with attention done by `attend`;
-    depth: a tree pass, row i at position cache.offset + depth[i]."""
+    depth: a tree pass, row i at position cache.offset + depth[i]; rows: x's real rows, the
+    rest zero padding (cpu_rows.py) that the projections see and attention does not."""
     a = layer.self_attn
-    B, L, _ = x.shape
+    B, P, _ = x.shape
+    L = rows or P
     xn = layer.input_layernorm(x)
-    q = a.q_proj(xn).reshape(B, L, a.n_heads, -1)
-    k = a.k_proj(xn).reshape(B, L, a.n_kv_heads, -1)
-    v = a.v_proj(xn).reshape(B, L, a.n_kv_heads, -1).transpose(0, 2, 1, 3)
+    q = cpu_rows.unpad(a.q_proj(xn), L).reshape(B, L, a.n_heads, -1)
+    k = cpu_rows.unpad(a.k_proj(xn), L).reshape(B, L, a.n_kv_heads, -1)
+    v = cpu_rows.unpad(a.v_proj(xn), L).reshape(B, L, a.n_kv_heads, -1).transpose(0, 2, 1, 3)
     if hasattr(a, "q_norm"):  # qwen3
         q, k = a.q_norm(q), a.k_norm(k)
     q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
@@ -188,7 +179,7 @@ def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = Non
         q, k = _rope_at(a.rope, q, cache.offset + depth), _rope_at(a.rope, k, cache.offset + depth)
     k, v = cache.update_and_fetch(k, v)
     o = attend(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
-    h = x + a.o_proj(o)
+    h = x + a.o_proj(cpu_rows.pad_to(o, P))
     return h + layer.mlp(layer.post_attention_layernorm(h))
 
 
@@ -197,7 +188,7 @@ def _rope_at(rope, x, positions: mx.array):
     return rope(x.transpose(2, 1, 0, 3), offset=positions).transpose(2, 1, 0, 3)
 
 
-def _attention_rows_invariant(q, k, v, scale):
+def _attention_rows_invariant(q, k, v, scale, tile: int = 0):
     """Causal attention whose p @ v sums fixed KEY_CHUNK-key chunks aligned at position 0.
 
     A token's row reduces over the same chunks in the same order whether it is decoded alone
@@ -206,7 +197,7 @@ def _attention_rows_invariant(q, k, v, scale):
     B, Hq, L, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, L, D)
-    scores = q @ k[:, :, None].swapaxes(-1, -2)
+    scores = cpu_rows.scores(q, k[:, :, None].swapaxes(-1, -2), tile)
     if L > 1:
         scores = mx.where(mx.arange(S)[None] <= mx.arange(S - L, S)[:, None], scores, -mx.inf)
     p = mx.softmax(scores, axis=-1, precise=True)
@@ -243,7 +234,7 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
 
 
-def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array):
+def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, tile: int = 0):
     """Tree attention that sums like _attention_rows_invariant on a token decoded alone.
 
     Each row sees the committed keys and then its ancestors, gathered into the contiguous
@@ -255,8 +246,8 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array):
     Hkv, C = k.shape[1], k.shape[2] - R
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, R, D)
     kb, vb = (a[:, :, C:][:, :, tree.ancestors] for a in (k, v))  # [B, Hkv, R, Dm, D]
-    s_ctx = q @ k[:, :, None, :C].swapaxes(-1, -2)
-    s_blk = (q[..., None, :] @ kb[:, :, None].swapaxes(-1, -2))[..., 0, :]
+    s_ctx = cpu_rows.scores(q, k[:, :, None, :C].swapaxes(-1, -2), tile)
+    s_blk = cpu_rows.scores(q[..., None, :], kb[:, :, None].swapaxes(-1, -2), tile)[..., 0, :]
     s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors, then padding
     p = mx.softmax(mx.concatenate([s_ctx, s_blk], axis=-1), axis=-1, precise=True)
     c0 = C // KEY_CHUNK * KEY_CHUNK

@@ -1,2 +1,5 @@
-# Import the package before any test module imports mlx: dflash.blas must load OpenBLAS first.
-import dflash  # noqa: F401
+# The tests run with the backend a program gets (dflash/backend.py), chosen before any test
+# module imports mlx.
+from dflash import backend
+
+backend.setup()

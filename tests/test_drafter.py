@@ -33,18 +33,6 @@ def test_round_trip_same_logits(tmp_path):
     assert mx.array_equal(draft_logits(d, pair.target), draft_logits(again, pair.target))
 
 
-@pytest.mark.parametrize("rows", [1, 3])
-def test_row_chunked_draft_attention_same_logits(rows):
-    """The GPU opt-in DFLASH_DRAFT_ATTENTION_ROWS: the block's query rows attended in chunks
-    give the logits of one call (every row sees every key: no mask to split)."""
-    d = tiny_drafter(taps=(0, 2))
-    pair = tiny_pair("qwen3", d)
-    whole = draft_logits(d, pair.target)
-    d.set_attention_rows(rows)
-    assert all(l.self_attn.rows == rows for l in d.layers)
-    assert mx.allclose(draft_logits(d, pair.target), whole, atol=1e-5).item()
-
-
 def test_short_verify_reads_the_whole_trained_block():
     """At a verify length k below the block size the drafter still fills its whole block (its
     positions attend to each other; training never saw a shorter block): the k-1 proposals are

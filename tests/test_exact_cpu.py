@@ -4,7 +4,7 @@ equal fed alone or inside a 16-token block, past the 384-key point where BLAS ke
 import mlx.core as mx
 import pytest
 
-from dflash import blas
+from dflash import backend
 from dflash.load import load_target
 from dflash.registry import BUILTIN_TARGET
 from dflash.target import Target
@@ -13,13 +13,13 @@ from dflash.target import Target
 @pytest.fixture(scope="module")
 def target():
     lm, tok, model_type = load_target(BUILTIN_TARGET, progress=lambda m: None)
-    return Target(lm, model_type), tok
+    return Target(lm, model_type, row_tile=backend.active().row_tile), tok
 
 
 def test_auto_dtype_follows_the_blas(target):
     t, _ = target
     quantized = hasattr(t.backbone.embed_tokens, "scales")
-    assert quantized == (blas.loaded is None)  # fp32 only where fp32 verification is fast
+    assert quantized == (backend.active().blas is None)  # fp32 only where fp32 verification is fast
 
 
 def test_block_rows_equal_single_token_rows(target):
@@ -87,7 +87,7 @@ def test_embedded_pair_dflash_equals_target_only():
 
 @pytest.mark.parametrize("rows,L", [(1, 16), (3, 16), (16, 16), (3, 100)])
 def test_row_chunked_attention_is_causal_attention(rows, L):
-    """The GPU opt-in (`DFLASH_VERIFY_ATTENTION_ROWS`): L query rows attended in chunks of
+    """The GPU verify attention (`Backend.attention_rows`): L query rows attended in chunks of
     `rows`, each chunk given the keys up to its last row, equal one causal call (a pass longer
     than MAX_CHUNKED_ROWS, a prefill, is one call)."""
     from dflash.target import _attention_row_chunks
@@ -111,12 +111,3 @@ def test_target_forward_with_row_chunked_attention(target):
         out.append(tgt.forward(block, cache)[0])
     assert mx.allclose(out[0], out[1], atol=1e-3).item()
     assert (mx.argmax(out[0], -1) == mx.argmax(out[1], -1)).all().item()
-
-
-def test_verify_rows_default_only_on_cuda_builds():
-    from dflash.target import CUDA_VERIFY_ROWS, VERIFY_ROWS_ENV, gpu_verify_rows
-
-    assert gpu_verify_rows({}, cuda=True) == CUDA_VERIFY_ROWS == 3
-    assert gpu_verify_rows({}, cuda=False) == 0  # Metal: not measured, mlx-lm's one call
-    assert gpu_verify_rows({VERIFY_ROWS_ENV: "0"}, cuda=True) == 0
-    assert gpu_verify_rows({VERIFY_ROWS_ENV: "5"}, cuda=False) == 5

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import dflash  # noqa: E402,F401  (before mlx: the CPU BLAS)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS, the CUDA buffer sizes
 import mlx.core as mx  # noqa: E402
 from mlx_lm import stream_generate  # noqa: E402
 from mlx_lm.sample_utils import make_sampler  # noqa: E402

@@ -14,8 +14,7 @@ match the first one of its prompt.
         vs the drafter's whole trained block with only K-1 positions read out (the engine now)
     python lab/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
         the target's attention of a verify pass in one call (0) or in calls of R query rows
-        (DFLASH_VERIFY_ATTENTION_ROWS; for MLX's CUDA backend); "R,D" also the drafter's in
-        calls of D rows (DFLASH_DRAFT_ATTENTION_ROWS)
+        (Backend.attention_rows; for MLX's CUDA backend)
 """
 
 import argparse
@@ -27,7 +26,9 @@ import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import dflash  # noqa: F401  (before mlx: the CPU BLAS)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS, the CUDA buffer sizes
 from dflash import engine  # noqa: E402
 from dflash.bench import SUITES, load_suites  # noqa: E402
 from dflash.config import GenerationConfig  # noqa: E402
@@ -81,8 +82,7 @@ def main() -> None:
     elif args.what == "rows":
         names = tuple(args.dirs)
         t = pair.target
-        setups = {n: (Target(t.model, t.model_type, t.tap_ids, attention_rows=int(n.split(",")[0])),
-                      int((n.split(",") + ["0"])[1])) for n in names}
+        setups = {n: Target(t.model, t.model_type, t.tap_ids, attention_rows=int(n)) for n in names}
     else:
         other = load_drafter(args.dirs[1], pair.drafter.fc.weight.dtype)
         assert other.target_layer_ids == pair.drafter.target_layer_ids, "the two drafters tap other layers"
@@ -104,8 +104,7 @@ def main() -> None:
                 elif args.what == "fullblock":
                     pair.drafter.propose = setups[name]
                 elif args.what == "rows":
-                    pair.target, draft_rows = setups[name]
-                    pair.drafter.set_attention_rows(draft_rows)
+                    pair.target = setups[name]
                 else:
                     pair.drafter = setups[name]
                 *_, s = engine.stream(pair, ids, run_cfg)

@@ -13,7 +13,9 @@ from pathlib import Path
 from time import perf_counter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import dflash  # noqa: E402,F401  (before mlx: the CPU BLAS, the CUDA buffer sizes)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS, the CUDA buffer sizes
 import mlx.core as mx  # noqa: E402
 
 from dflash.drafter import load_drafter  # noqa: E402

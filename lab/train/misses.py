@@ -17,7 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import dflash  # noqa: F401,E402  (before mlx.core: sets up the CPU BLAS)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS, the CUDA buffer sizes
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
