@@ -393,8 +393,9 @@ def environment(pair, argv: list[str]) -> dict:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         # other processes compete for the cores: the 1/5/15-minute load averages, at start and end
         "load_avg_start": _load_avg(),
-        "blas": _blas(),
-        "mlx_env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "DFLASH_VERIFY", "DFLASH_DRAFT"))},
+        "blas": _blas(pair.backend),
+        "attention_rows": pair.backend.attention_rows,
+        "mlx_env": {k: v for k, v in os.environ.items() if k.startswith("MLX_")},
         "target_dtype": _dtype_name(pair.target.backbone.norm.weight.dtype),  # as load.py defines it
         "target_quantization": quant,
         "drafter_dtype": _dtype_name(pair.drafter.fc.weight.dtype),
@@ -429,20 +430,19 @@ def _cpu_name() -> Optional[str]:
     return platform.processor() or None
 
 
-def _blas() -> dict:
-    """The BLAS behind float32 matmuls: dflash.blas's in-process OpenBLAS when it loaded one, else
-    the libraries MLX brought (Linux: its wheel's reference BLAS, or cuBLAS; macOS: Accelerate)."""
-    from . import blas
-
+def _blas(backend) -> dict:
+    """The BLAS behind float32 matmuls: the in-process OpenBLAS backend.setup() loaded (its core
+    type, the target's row padding, the CPU vendor), else the libraries MLX brought (Linux: its
+    wheel's reference BLAS, or cuBLAS; macOS: Accelerate)."""
     libs = ["Accelerate"] if sys.platform == "darwin" else []
     try:
         paths = {l.split()[-1] for l in Path("/proc/self/maps").read_text().splitlines() if "/" in l}
     except OSError:
         paths = set()
     libs += sorted({Path(f).name for f in paths if re.search(r"blas|lapack|mkl", Path(f).name.lower())
-                    and ("mlx" in f.lower() or "cublas" in f or f == blas.loaded)})
-    return {"openblas": blas.loaded, "coretype": os.environ.get("OPENBLAS_CORETYPE") if blas.loaded else None,
-            "libraries": libs}
+                    and ("mlx" in f.lower() or "cublas" in f or f == backend.blas)})
+    return {"openblas": backend.blas, "coretype": backend.coretype, "row_tile": backend.row_tile,
+            "cpu": backend.cpu, "libraries": libs}
 
 
 def _dtype_name(dtype) -> str:
@@ -498,6 +498,7 @@ def print_table(doc: dict, file=None) -> None:
             print(f"  graph building on the host (inside the passes): draft {b['draft']:.2f}, verify "
                   f"{b['verify']:.2f} ms; the loop outside the passes: {prof['engine_share']:.1%} of its cycle",
                   file=file)
+        _print_host(doc, prof, file)
     env = doc.get("environment") or {}
     if env:
         q = env["target_quantization"]
@@ -508,13 +509,27 @@ def print_table(doc: dict, file=None) -> None:
               file=file)
 
 
+def _print_host(doc: dict, prof: dict, file) -> None:
+    """Where the profile ran, and a warning when its costs leave DFlash nothing to gain here."""
+    env = doc.get("environment") or {}
+    b = env.get("blas") or {}
+    if env.get("backend") == "cpu":
+        pad = f", target rows padded to {b['row_tile']}" if b.get("row_tile") else ""
+        print(f"  ran on {b.get('cpu') or env.get('device_name')}: BLAS {_blas_line(env)}{pad}", file=file)
+    tau = doc["overall"]["tau"]
+    if prof["break_even_tau"] >= tau:
+        print(f"  warning: a cycle's model work costs {prof['break_even_tau']:.2f} target steps and commits "
+              f"{tau:.2f} tokens: DFlash cannot pay on this host at this verify length "
+              "(--block-size auto falls back to plain steps; docs/performance.md)", file=file)
+
+
 def _blas_line(env: dict) -> str:
     b = env["blas"]
     gpu = [lib for lib in b["libraries"] if "cublas" in lib]
     if env["backend"] == "cuda" and gpu:
         return ", ".join(gpu)
     if b.get("openblas"):
-        return f"{b['openblas']} ({b['coretype']})"
+        return f"OpenBLAS {b['coretype']} kernels ({b['openblas']})"
     return ", ".join(b["libraries"]) or "?"
 
 

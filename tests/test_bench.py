@@ -155,8 +155,19 @@ def test_peer_zlab_runs_on_the_same_pair(setup):
     assert "_hidden_states" not in models[-1]
 
 
+def test_profile_names_the_host_and_warns_when_dflash_cannot_pay(capsys):
+    blas = {"openblas": "/usr/lib/libblas.so.3", "coretype": "SkylakeX", "row_tile": 8,
+            "cpu": "GenuineIntel Intel(R) Xeon(R)", "libraries": []}
+    env = {"backend": "cpu", "device_name": "Intel(R) Xeon(R)", "blas": blas}
+    for tau, warned in ((3.1, True), (4.6, False)):
+        bench._print_host({"environment": env, "overall": {"tau": tau}}, {"break_even_tau": 4.5}, None)
+        out = capsys.readouterr().out
+        assert "GenuineIntel Intel(R) Xeon(R)" in out and "OpenBLAS SkylakeX kernels" in out
+        assert "padded to 8" in out and ("cannot pay" in out) == warned
+
+
 def test_cuda_command_buffer_defaults(monkeypatch):
-    """On an MLX CUDA build the package raises MLX's command-buffer sizes before mlx loads,
+    """On an MLX CUDA build backend.setup() raises MLX's command-buffer sizes before mlx loads,
     unless the environment already says; on other builds it sets nothing."""
     from importlib import metadata
 
