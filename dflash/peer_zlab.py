@@ -7,7 +7,8 @@ it never shadows this package and none of it is copied here. We only call its pu
 
 Two things it does that we must undo or work around:
 - `load_draft(id)` always goes through `huggingface_hub.snapshot_download`; we point that name,
-  inside its module only and only while loading, at our local drafter directory.
+  inside its module only and only while loading, at our local drafter directory (a copy without
+  our Markov head's weights when it has one: its loader takes no unknown weights).
 - `stream_generate` wraps the target's tapped decoder layers in hooks (and leaves them there);
   after each run we put the original layers back so our own engine sees an untouched model.
 """
@@ -15,8 +16,10 @@ Two things it does that we must undo or work around:
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,13 +90,15 @@ class ZlabPeer:
 
     def __init__(self, module, lm, tokenizer, draft_dir: str | Path):
         self.mod, self.lm, self.tokenizer = module, lm, tokenizer
-        draft_dir = str(Path(draft_dir).resolve())
-        download = module.snapshot_download
-        module.snapshot_download = lambda *a, **k: draft_dir
-        try:
-            self.draft = module.load_draft(draft_dir)
-        finally:
-            module.snapshot_download = download
+        with tempfile.TemporaryDirectory(prefix="zlab-draft-") as tmp:
+            draft_dir = str(_without_head(Path(draft_dir).resolve(), Path(tmp)))
+            download = module.snapshot_download
+            module.snapshot_download = lambda *a, **k: draft_dir
+            try:
+                self.draft = module.load_draft(draft_dir)
+                mx.eval(self.draft.parameters())  # read before the copy goes
+            finally:
+                module.snapshot_download = download
         self.stop_ids = set(tokenizer.eos_token_ids)
 
     def generate(self, prompt_ids: list[int], max_tokens: int, block_size: int,
@@ -136,6 +141,18 @@ class ZlabPeer:
             if isinstance(layer, self.mod._LayerHook):
                 layers[i] = layer._layer
         self.lm.pop("_hidden_states", None)
+
+
+def _without_head(draft_dir: Path, tmp: Path) -> Path:
+    """draft_dir, or a copy in tmp of its config and its weights but the Markov head's."""
+    cfg = json.loads((draft_dir / "config.json").read_text())
+    if not (cfg.get("dflash_config") or {}).get("markov_rank"):
+        return draft_dir
+    weights = {k: v for f in sorted(draft_dir.glob("*.safetensors")) for k, v in mx.load(str(f)).items()
+               if not k.startswith("markov.")}
+    mx.save_safetensors(str(tmp / "model.safetensors"), weights)
+    (tmp / "config.json").write_text(json.dumps(cfg))
+    return tmp
 
 
 def load_peer(pair, draft_dir: Optional[str | Path], progress: Callable[[str], None] = print) -> ZlabPeer:

@@ -195,3 +195,23 @@ def test_cli_refuses_a_head_without_a_drafter(capsys):
         with pytest.raises(SystemExit) as e:
             T.main(argv)
         assert e.value.code == 2 and "--markov-rank" in capsys.readouterr().err
+
+
+def test_zlab_peer_loads_a_drafter_with_a_head(tmp_path, monkeypatch):
+    """z-lab's loader takes no unknown weights: the bench peer gets the drafter without its head
+    (skipped only when z-lab's wheel cannot be fetched from PyPI)."""
+    from dflash import peer_zlab
+
+    try:
+        module = peer_zlab.load_module(peer_zlab.fetch(progress=lambda m: None))
+    except Exception as e:
+        pytest.skip(f"z-lab peer wheel not fetchable: {e}")
+    target, drafter, _ = setup_pair(SUBSET)
+    save_drafter(random_head(drafter), tmp_path)
+    monkeypatch.setattr(module, "snapshot_download", lambda *a, **k: str(tmp_path))
+    with pytest.raises(ValueError, match="markov"):
+        module.load_draft(str(tmp_path))  # as it is: z-lab refuses the head's weights
+    monkeypatch.undo()
+    peer = peer_zlab.ZlabPeer(module, target.model, FakeTokenizer(), tmp_path)
+    got = dict(tree_flatten(peer.draft.parameters()))
+    assert "fc.weight" in got and not any("markov" in k for k in got)
