@@ -11,7 +11,7 @@ Losslessness needs a token's logits to be bitwise the same alone and inside a bl
 kernels are pinned (OPENBLAS_CORETYPE) to a family whose rows do not depend on the row count:
 - Sandybridge (AVX, no FMA): row-invariant as they come. They return with the upper halves of
   the vector registers dirty (no vzeroupper), and Intel cores then slow every non-VEX SSE
-  instruction on that thread, MLX's elementwise CPU ops included, ~30x; AMD cores do not.
+  instruction on that thread, MLX's elementwise CPU ops included, ~30x (AMD's: ~1.7x).
 - SkylakeX (AVX-512): row-invariant once the target pads every matmul's rows to a multiple of
   ROW_TILE and attention's keys to cpu_rows.KEY_TILE (cpu_rows.py). The padding costs the
   1-token step more on AMD's AVX-512 than Intel's, so only Intel CPUs get these.

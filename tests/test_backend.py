@@ -38,7 +38,7 @@ def test_importing_dflash_loads_no_library_and_sets_no_variable():
 def test_kernels_follow_the_cpu():
     avx512 = blas.AVX512 | {"avx", "avx2", "fma"}
     assert blas.choose("GenuineIntel", avx512) == "SkylakeX"
-    assert blas.choose("AuthenticAMD", avx512) == "Sandybridge"  # no penalty there, padding costs more
+    assert blas.choose("AuthenticAMD", avx512) == "Sandybridge"  # little penalty, padding costs more
     assert blas.choose("GenuineIntel", {"avx", "avx2", "fma"}) == "Sandybridge"
     assert blas.choose("GenuineIntel", {"sse4_2"}) is None
     assert blas.KERNELS == {"Sandybridge": 0, "SkylakeX": blas.ROW_TILE}
