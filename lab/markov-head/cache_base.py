@@ -11,7 +11,9 @@ import argparse
 import time
 from pathlib import Path
 
-import dflash  # noqa: F401  (sets up the CPU BLAS before mlx loads)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS
 import mlx.core as mx
 import numpy as np
 

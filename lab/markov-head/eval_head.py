@@ -7,7 +7,9 @@ accuracy, after a sibling, log-loss), read from the saved (float16) drafter.
 import json
 import sys
 
-import dflash  # noqa: F401  (the CPU BLAS before mlx loads)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS
 import numpy as np
 
 import fit as F

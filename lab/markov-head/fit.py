@@ -20,7 +20,9 @@ import json
 import shutil
 from pathlib import Path
 
-import dflash  # noqa: F401  (the CPU BLAS before mlx loads)
+from dflash import backend  # noqa: E402
+
+backend.setup()  # before mlx loads: the CPU BLAS
 import mlx.core as mx
 import numpy as np
 
