@@ -71,27 +71,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     """
     target, drafter = pair.target, pair.drafter
     dflash = cfg.mode == "dflash"
-    if dflash and drafter is None:
-        raise ValueError("mode 'dflash' needs a drafter; this pair has none")
-    cfg.validate(drafter.block_size if dflash else None)
-    nodes, note = _tree_nodes(pair, cfg) if dflash else (None, None)
-    if nodes is not None:  # a tree's depth: up to the block asked for, else the drafter's
-        B = cfg.block_size or drafter.block_size
-    else:
-        B = cfg.verify_length(drafter.block_size) if dflash else 1
-    if not prompt_ids:
-        raise ValueError("the prompt is empty")
-    fed = B if nodes is None else 1 + (MAX_TREE if nodes == "auto" else nodes)  # per verify pass
-    if target.max_context and len(prompt_ids) + cfg.max_tokens + fed > target.max_context:
-        raise ValueError(
-            f"prompt ({len(prompt_ids)} tokens) + max_tokens ({cfg.max_tokens}) exceeds the "
-            f"target's context of {target.max_context} tokens")
-
-    planner = None
-    if nodes == "auto":  # tree size per cycle from measured costs (policy.py)
-        planner = TreePlanner(_costs(pair, B, MAX_TREE))
-    elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
-        planner = Planner(_costs(pair, B), B)
+    B, nodes, note, planner = _plan(pair, cfg, len(prompt_ids))
     sampler = Sampler(cfg.temperature, cfg.top_p, cfg.seed)
     out = _Output(pair.tokenizer, cfg.max_tokens)
     cache = target.make_cache()
@@ -135,6 +115,35 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     verify = (f"tree {nodes}" if nodes is not None else
               f"chain {'auto' if cfg.adaptive else B}") if dflash else ""
     yield _summary(cfg, B, out, cycles, len(prompt_ids), ttft, perf_counter() - t0, verify)
+
+
+def _plan(pair, cfg, n_prompt):
+    """Check the request; (B, nodes, note, planner): the block (a chain's verify length, or a
+    tree's depth + 1), the tree's nodes (None: a chain; "auto": sized per cycle), the engine's
+    note for the user, and the planner that sizes cycles from measured costs (or None)."""
+    target, drafter = pair.target, pair.drafter
+    dflash = cfg.mode == "dflash"
+    if dflash and drafter is None:
+        raise ValueError("mode 'dflash' needs a drafter; this pair has none")
+    cfg.validate(drafter.block_size if dflash else None)
+    if not n_prompt:
+        raise ValueError("the prompt is empty")
+    nodes, note = _tree_nodes(pair, cfg) if dflash else (None, None)
+    if nodes is not None:  # a tree's depth: up to the block asked for, else the drafter's
+        B = cfg.block_size or drafter.block_size
+    else:
+        B = cfg.verify_length(drafter.block_size) if dflash else 1
+    fed = B if nodes is None else 1 + (MAX_TREE if nodes == "auto" else nodes)  # per verify pass
+    if target.max_context and n_prompt + cfg.max_tokens + fed > target.max_context:
+        raise ValueError(
+            f"prompt ({n_prompt} tokens) + max_tokens ({cfg.max_tokens}) exceeds the "
+            f"target's context of {target.max_context} tokens")
+    planner = None
+    if nodes == "auto":  # tree size per cycle from measured costs (policy.py)
+        planner = TreePlanner(_costs(pair, B, MAX_TREE))
+    elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
+        planner = Planner(_costs(pair, B), B)
+    return B, nodes, note, planner
 
 
 def _tree_nodes(pair, cfg):
