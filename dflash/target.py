@@ -247,7 +247,8 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, til
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, R, D)
     kb, vb = (a[:, :, C:][:, :, tree.ancestors] for a in (k, v))  # [B, Hkv, R, Dm, D]
     s_ctx = cpu_rows.scores(q, k[:, :, None, :C].swapaxes(-1, -2), tile)
-    s_blk = cpu_rows.scores(q[..., None, :], kb[:, :, None].swapaxes(-1, -2), tile)[..., 0, :]
+    # per row: its G query heads against its own ancestors (one call a row and kv head)
+    s_blk = cpu_rows.scores(q.swapaxes(2, 3), kb.swapaxes(-1, -2), tile).swapaxes(2, 3)
     s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors, then padding
     p = mx.softmax(mx.concatenate([s_ctx, s_blk], axis=-1), axis=-1, precise=True)
     c0 = C // KEY_CHUNK * KEY_CHUNK
@@ -262,7 +263,7 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, til
         if (pad := KEY_CHUNK - pc.shape[-1]):
             pc = mx.pad(pc, [(0, 0)] * 4 + [(0, pad)])
             vc = mx.pad(vc, [(0, 0)] * 3 + [(0, pad), (0, 0)])
-        part = (pc[..., None, :] @ vc[:, :, None])[..., 0, :]
+        part = (pc.swapaxes(2, 3) @ vc).swapaxes(2, 3)
         out = part if out is None else out + part
     return out.reshape(B, Hq, R, D)
 
