@@ -82,7 +82,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     staged = sampler.sample(target.prefill(prompt_ids, cache, on_chunk=extend)).item()
     first = out.emit([(staged, "target", None)])
     ttft = perf_counter() - t0
-    yield Prefill(cfg.mode, len(prompt_ids), ttft, first[0] if first else None, ttft, note)
+    yield Prefill(cfg.mode, len(prompt_ids), first[0] if first else None, ttft, note)
 
     cycles: list[Cycle] = []
     total_accepted = 0
@@ -272,7 +272,6 @@ def _summary(cfg, B, out, cycles, n_prompt, ttft, total, verify="") -> Summary:
         acceptance_lengths=lengths,
         per_position_acceptance=per_pos,
         prompt_tokens=n_prompt,
-        prefill_s=ttft,
         ttft_s=ttft,
         decode_s=decode_s,
         decode_tok_s=(tokens - 1) / decode_s if decode_s > 0 and tokens > 1 else 0.0,

@@ -34,9 +34,8 @@ class Token:
 class Prefill:
     mode: str  # "dflash" | "target"
     prompt_tokens: int
-    seconds: float  # prefill wall time; the first token is emitted at the end of it (TTFT)
     first: Optional[Token]  # the target's first token (None if max_tokens == 0)
-    t: float  # seconds since the generation started
+    t: float  # seconds since the generation started: the prefill's wall time (TTFT)
     note: Optional[str] = None  # said once: e.g. why this run verifies a chain, not a tree
     kind: str = field(default="prefill", init=False)
 
@@ -74,8 +73,7 @@ class Summary:
     acceptance_lengths: tuple[int, ...]  # accepted drafts per cycle
     per_position_acceptance: tuple[float, ...]  # [i]: cycles whose first i+1 drafts accepted / cycles
     prompt_tokens: int
-    prefill_s: float
-    ttft_s: float
+    ttft_s: float  # the prefill's wall time: the first token is emitted at its end
     decode_s: float  # first token to last token
     decode_tok_s: float  # tokens after the first / decode_s
     draft_s: float

@@ -12,7 +12,7 @@ from dflash.ui import Run, pane_html
 def recorded(mode: str, times: list[float], per_cycle: int, finish: str = "length") -> Run:
     """A run whose prefill ends at times[0] and whose cycles end at times[1:]."""
     run, n, ids = Run(mode), 1, [1]
-    run.add(Prefill(mode, 4, times[0], Token(1, "a", "target"), times[0]))
+    run.add(Prefill(mode, 4, Token(1, "a", "target"), times[0]))
     for i, t in enumerate(times[1:]):
         toks = tuple(Token(10 + n + j, f" w{n + j}", "draft" if j < per_cycle - 1 else "target")
                      for j in range(per_cycle))
@@ -20,7 +20,7 @@ def recorded(mode: str, times: list[float], per_cycle: int, finish: str = "lengt
         run.add(Cycle(i, per_cycle, (), per_cycle - 1, toks, 0.0, 0.0, 0.0, t, n, 0))
     decode_s, lengths = times[-1] - times[0], (per_cycle - 1,) * (len(times) - 1)
     run.add(Summary(mode, per_cycle, tuple(ids), "", n, len(lengths), float(per_cycle), 0.0, lengths, (), 4,
-                    times[0], times[0], decode_s, (n - 1) / decode_s, 0.0, 0.0, 0.0, finish))
+                    times[0], decode_s, (n - 1) / decode_s, 0.0, 0.0, 0.0, finish))
     return run
 
 

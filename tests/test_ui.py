@@ -41,7 +41,7 @@ API_OUT = tuple(name for name in RUN_OUT if name not in ("history", "loaded"))
 
 def _run() -> Run:
     run = Run("dflash")
-    run.add(Prefill("dflash", 5, 0.1, Token(1, "a<b>", "target"), 0.1))
+    run.add(Prefill("dflash", 5, Token(1, "a<b>", "target"), 0.1))
     run.add(Cycle(0, 4, (7, 8, 9), 2, (Token(7, " \n  x", "draft"), Token(8, "", "draft"),
                                        Token(2, "é", "target", 9)), 0.01, 0.02, 0.0, 0.2, 4, 2))
     run.add(Cycle(1, 4, (4, 5, 6), 3, (Token(4, "\t", "draft"), Token(5, "}", "draft"), Token(6, "😀", "draft"),
@@ -78,7 +78,7 @@ def test_token_pane_is_faithful_and_coloured():
 
 
 def _summary(mode, ids, finish="length"):
-    return Summary(mode, 4, tuple(ids), "", len(ids), len(ids), 1.0, 0.0, (0,) * len(ids), (0.0,) * 3, 5, 0.1,
+    return Summary(mode, 4, tuple(ids), "", len(ids), len(ids), 1.0, 0.0, (0,) * len(ids), (0.0,) * 3, 5,
                    0.1, 1.0, 10.0, 0.0, 1.0, 0.0, finish)
 
 
@@ -103,7 +103,7 @@ def test_charts_and_metrics_build():
 
 def test_small_views_say_what_they_show():
     one = Run("target")
-    one.add(Prefill("target", 3, 0.1, Token(1, "a", "target"), 0.1))
+    one.add(Prefill("target", 3, Token(1, "a", "target"), 0.1))
     target_pane = pane_html(one, "target")
     assert "1 token<" in target_pane and "tk-first" in target_pane.split('class="legend"')[1]  # in its legend
     for chart in (cycles_chart(_run()), acceptance_histogram(_run()), race_chart([_run()])):
@@ -163,7 +163,8 @@ def session(name="s"):
 
 def run_args(**kw):
     args = dict(prompt="hello there", max_tokens=24, block_size=4, temperature=0, seed=0, chat=False,
-                choice="tiny", custom_target="", custom_draft="", adaptive=False, history=None, loaded="tiny")
+                choice="tiny", custom_target="", custom_draft="", adaptive=False, history=None, loaded="tiny",
+                tree="chain")
     return {**args, **kw}
 
 
