@@ -354,6 +354,8 @@ class Playground:
                 ctl.job = self.worker.generate(prompt, replace(cfg, mode=mode), *key, chat_template=chat)
                 yield from self._stream(ctl, runs, mode, decode, f"▶ Running {LABELS[mode]} ({step} of 2)…")
         settings = {k: v for k, v in asdict(cfg).items() if k != "mode" and v is not None} | {"chat_template": chat}
+        if cfg.wants_tree() and cfg.tree is None:
+            settings["tree"] = "auto"  # sized per cycle by the engine
         pair = label if label != CUSTOM else " + ".join(filter(None, key))
         race = Race(runs["target"], runs["dflash"], prompt, settings, pair, self.machine, stopped=ctl.stopped)
         t, d = race.target.summary, race.dflash.summary

@@ -99,6 +99,9 @@ def test_run_replay_and_copy(browser_url):
     click_run(page)
     assert wait_status(page, "✓", "⚠").startswith("✓ Done"), page.evaluate(f"{STATUS}()")
     check_live_views(page)
+    # the default verifies trees: the drafted tree of the most telling cycle is drawn
+    page.wait_for_function("() => document.querySelector('#tree-plot .js-plotly-plot')?.data"
+                           "?.some(t => t.name === 'accepted draft' || t.name === 'rejected draft')")
     page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
 
     live = {pane: page.inner_html(f"#{pane}-pane .pane") for pane in ("target", "dflash")}
@@ -121,7 +124,7 @@ def test_run_replay_and_copy(browser_url):
     page.click("#copy-btn")
     page.wait_for_function("() => document.querySelector('#results-md textarea')?.value.includes('| DFlash |')")
     markdown = page.input_value("#results-md textarea")
-    assert "tok/s" in markdown and "Settings: max_tokens 16, block_size 8" in markdown
+    assert "tok/s" in markdown and "Settings: max_tokens 16" in markdown and "tree auto" in markdown
     page.wait_for_function("async () => (await navigator.clipboard.readText()).includes('| DFlash |')")
 
 
