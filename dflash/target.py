@@ -16,7 +16,7 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import cpu_rows
+from . import cpu_rows, kernels
 from .tape import GDNTape, gdn_forward_recorded, rollback
 from .tree import Layout
 
@@ -116,13 +116,12 @@ class Target:
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
             raise ValueError("tree verification needs an attention-only target")
-        R, C = ids.shape[1], cache[self._kv_idx].offset
+        R = ids.shape[1]
         if mx.default_device() == mx.cpu:  # which gathered keys each row sees, built once a pass
             valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
             attend = partial(_tree_attention_invariant, tree=tree, valid=valid, tile=self.row_tile)
         else:
-            mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
-            attend = partial(_tree_attention_masked, mask=mask)
+            attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
         h = cpu_rows.pad(self.embed(ids), self.row_tile)
         taps = {}
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
@@ -266,8 +265,3 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, til
         part = (pc.swapaxes(2, 3) @ vc).swapaxes(2, 3)
         out = part if out is None else out + part
     return out.reshape(B, Hq, R, D)
-
-
-def _tree_attention_masked(q, k, v, scale, mask: mx.array):
-    """Tree attention in one fused call (GPU); mask [R, C+R]: committed keys, then ancestors."""
-    return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)

@@ -1,0 +1,116 @@
+"""Tree attention as one CUDA kernel (MLX's CUDA backend).
+
+MLX's fused attention on CUDA takes one query row and no mask array; a tree pass has R rows,
+each seeing the committed keys plus its own ancestors, so mx.fast's call falls back to unfused
+matmul + mask + softmax + matmul, several launches a layer. This kernel does a layer's tree
+attention in one launch: a block per (row, query head), its warps splitting the keys, each
+warp an online softmax, merged through shared memory. Rows are not bitwise equal to the path fed
+alone (the CPU path, target.py, is the bitwise one); `available()` checks the kernel against
+mx.fast's masked attention once per process before any tree uses it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import mlx.core as mx
+
+WARPS = 4  # warps per (row, head) block, splitting the keys
+
+_SOURCE = """
+    constexpr int PER = D / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int h = blockIdx.x % HQ, r = blockIdx.x / HQ, kvh = h / (HQ / HKV);
+    const int R = mask_shape[0], S = k_shape[2], C = S - R;
+    const float sc = scale[0];
+    float qv[PER], o[PER];
+    for (int i = 0; i < PER; ++i) {
+        qv[i] = static_cast<float>(q[h * q_strides[1] + r * q_strides[2] + (lane * PER + i) * q_strides[3]]) * sc;
+        o[i] = 0.f;
+    }
+    float m = -inf, l = 0.f;
+    for (int j = warp; j < S; j += WARPS) {
+        if (j >= C && !mask[r * R + (j - C)]) continue;  // the same for the whole warp
+        const auto kj = kvh * k_strides[1] + j * k_strides[2];
+        float s = 0.f;
+        for (int i = 0; i < PER; ++i) s += qv[i] * static_cast<float>(k[kj + (lane * PER + i) * k_strides[3]]);
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffff, s, off);
+        const float mn = fmaxf(m, s), c = __expf(m - mn), p = __expf(s - mn);
+        const auto vj = kvh * v_strides[1] + j * v_strides[2];
+        for (int i = 0; i < PER; ++i) o[i] = o[i] * c + p * static_cast<float>(v[vj + (lane * PER + i) * v_strides[3]]);
+        l = l * c + p;
+        m = mn;
+    }
+    __shared__ float sm[WARPS], sl[WARPS], so[WARPS][D];
+    if (lane == 0) { sm[warp] = m; sl[warp] = l; }
+    for (int i = 0; i < PER; ++i) so[warp][lane * PER + i] = o[i];
+    __syncthreads();
+    if (warp != 0) return;
+    float M = -inf;
+    for (int w = 0; w < WARPS; ++w) M = fmaxf(M, sm[w]);
+    float L = 0.f;
+    for (int w = 0; w < WARPS; ++w) L += sl[w] * __expf(sm[w] - M);
+    for (int i = 0; i < PER; ++i) {
+        const int d = lane * PER + i;
+        float acc = 0.f;
+        for (int w = 0; w < WARPS; ++w) acc += so[w][d] * __expf(sm[w] - M);
+        out[(h * R + r) * D + d] = static_cast<T>(acc / L);
+    }
+"""
+
+
+@lru_cache(maxsize=None)
+def _kernel():
+    return mx.fast.cuda_kernel(name="dflash_tree_attention", input_names=["q", "k", "v", "mask", "scale"],
+                               output_names=["out"], source=_SOURCE, ensure_row_contiguous=False)
+
+
+def tree_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, visible: mx.array) -> mx.array:
+    """q [1, Hq, R, D]; k, v [1, Hkv, C+R, D] (committed keys, then the tree's); visible [R, R]
+    bool: row r attends to every committed key and to the nodes visible[r] marks."""
+    _, Hq, R, D = q.shape
+    Hkv = k.shape[1]
+    (out,) = _kernel()(
+        inputs=[q, k, v, visible, mx.array([scale], dtype=mx.float32)],
+        template=[("T", q.dtype), ("D", D), ("HQ", Hq), ("HKV", Hkv), ("WARPS", WARPS)],
+        grid=(32 * WARPS * Hq * R, 1, 1), threadgroup=(32 * WARPS, 1, 1),
+        output_shapes=[(1, Hq, R, D)], output_dtypes=[q.dtype])
+    return out
+
+
+def tree_attention_gpu(q, k, v, scale, visible):
+    """Tree attention on a GPU: this kernel where `available`, else mx.fast's masked call."""
+    if available(q.dtype, q.shape[-1]):
+        return tree_attention(q, k, v, scale, visible)
+    return masked_attention(q, k, v, scale, visible)
+
+
+def masked_attention(q, k, v, scale, visible):
+    R, C = q.shape[2], k.shape[2] - q.shape[2]
+    mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), visible], axis=1)
+    return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+
+
+@lru_cache(maxsize=None)
+def available(dtype=mx.float16, head_dim: int = 64) -> bool:
+    """Whether the kernel runs here and agrees with mx.fast's masked attention (CUDA only)."""
+    if mx.default_device() != mx.gpu or not mx.cuda.is_available() or head_dim % 32:
+        return False
+    try:
+        mx.random.seed(0)
+        R, C, Hq, Hkv = 7, 300, 6, 2
+        q = mx.random.normal((1, Hq, R, head_dim)).astype(dtype)
+        k, v = (mx.random.normal((1, Hkv, C + R, head_dim)).astype(dtype) for _ in range(2))
+        parents = [-1, 0, 0, 1, 1, 2, 5]
+        vis = [[False] * R for _ in range(R)]
+        for r in range(R):
+            n = r
+            while n >= 0:
+                vis[r][n], n = True, parents[n]
+        vis = mx.array(vis)
+        k_view = mx.concatenate([k, k], axis=2)[:, :, : C + R]  # a strided view, as the cache gives
+        got = tree_attention(q, k_view, v, head_dim ** -0.5, vis).astype(mx.float32)
+        want = masked_attention(q, k, v, head_dim ** -0.5, vis).astype(mx.float32)
+        return bool(mx.allclose(got, want, atol=2e-2, rtol=2e-2).item())
+    except Exception:  # no NVRTC, an unsupported type: mx.fast's masked call stays
+        return False

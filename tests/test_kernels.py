@@ -1,0 +1,51 @@
+"""The CUDA tree-attention kernel against mx.fast's masked attention (runs only under CUDA)."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from dflash import kernels
+
+cuda = pytest.mark.skipif(mx.default_device() != mx.gpu or not mx.cuda.is_available(),
+                          reason="the kernel is MLX-CUDA only")
+
+
+def _visible(parents):
+    R = len(parents)
+    vis = np.zeros((R, R), bool)
+    for r in range(R):
+        n = r
+        while n >= 0:
+            vis[r, n], n = True, parents[n]
+    return mx.array(vis)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16, mx.float32])
+@pytest.mark.parametrize("R,C,Hq,Hkv,D", [(1, 5, 9, 3, 64), (33, 700, 9, 3, 64), (65, 40, 32, 8, 128)])
+def test_kernel_equals_masked_attention(dtype, R, C, Hq, Hkv, D):
+    rng = np.random.default_rng(R + C)
+    parents = [-1] + [int(rng.integers(0, i)) for i in range(1, R)]
+    q = mx.random.normal((1, Hq, R, D)).astype(dtype)
+    k, v = (mx.random.normal((1, Hkv, C + R + 16, D)).astype(dtype)[:, :, : C + R] for _ in range(2))
+    vis = _visible(parents)
+    got = kernels.tree_attention(q, k, v, D ** -0.5, vis).astype(mx.float32)
+    want = kernels.masked_attention(q, k, v, D ** -0.5, vis).astype(mx.float32)
+    tol = 1e-4 if dtype == mx.float32 else 2e-2
+    assert mx.allclose(got, want, atol=tol, rtol=tol).item()
+    assert kernels.available(dtype, D)
+
+
+def test_cpu_takes_the_masked_call():
+    if mx.default_device() == mx.gpu:
+        pytest.skip("CPU only")
+    assert not kernels.available()
+    q = mx.random.normal((1, 4, 3, 32))
+    k = v = mx.random.normal((1, 2, 10, 32))
+    vis = _visible([-1, 0, 0])
+    out = kernels.tree_attention_gpu(q, k, v, 0.2, vis)
+    # row 2 sees the 7 committed keys, the root and itself, never row 1
+    s = (q[:, :, 2:3] * 0.2) @ mx.repeat(k, 2, axis=1).swapaxes(-1, -2)
+    keep = mx.array([True] * 8 + [False, True])
+    p = mx.softmax(mx.where(keep, s, -mx.inf), axis=-1)
+    assert mx.allclose(out[:, :, 2:3], p @ mx.repeat(v, 2, axis=1), atol=1e-5).item()
