@@ -204,7 +204,7 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner)
     bias = tree.transitions(drafter, target, ids) if getattr(drafter, "has_markov", False) else None
     tr = tree.build(staged, ids, logp, planner.max_nodes if planner else nodes, bias)
     if planner:
-        tr = tr.prefix(planner.choose(tree.expected_accepts(tr)))
+        tr = planner.choose(tr)  # its best-first prefix, or its spine
     t_draft = perf_counter()
 
     # verify: one target pass over every node, each seeing only its ancestors

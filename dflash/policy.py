@@ -11,6 +11,8 @@ import math
 import time
 from typing import Optional, Sequence
 
+import numpy as np
+
 from . import tree as tree_mod
 
 NOISE = 1.05  # DFlash must beat target-only by this factor, or target-only runs
@@ -58,8 +60,8 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
     """Median ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
-    (n in TREE_SIZES up to tree_nodes) and draft_ms one draft plus its tree build, what
-    `TreePlanner` weighs. Measured once per pair."""
+    (n in TREE_SIZES up to tree_nodes), chain_ms[n] a chain pass of n drafts, and draft_ms one
+    draft plus its tree build, what `TreePlanner` weighs. Measured once per pair."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter
@@ -95,9 +97,11 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
             if verify_ms[n] > MAX_TREE_STEPS * step_ms:  # larger trees cannot pay here
                 break
         verify_ms, sizes = _monotone(verify_ms), sorted(verify_ms)
+        chains = [n for n in TREE_SIZES if n < block_size - 1] + [block_size - 1]
+        chain_ms = _monotone({n: timed(verify(n + 1)) for n in chains})
         draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
             drafter.propose(target, 5, block_size, dcache)), sizes[-1]).tokens)
-        return {"step_ms": step_ms, "verify_ms": verify_ms, "draft_ms": draft_ms}
+        return {"step_ms": step_ms, "verify_ms": verify_ms, "chain_ms": chain_ms, "draft_ms": draft_ms}
     ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
     verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})
     step_ms = verify_ms.pop(1)
@@ -107,7 +111,6 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
 
 def _sample_tree(n: int, depth: int):
     """A tree of n nodes shaped like drafted ones (for timing: a pass costs by rows and depth)."""
-    import numpy as np
 
     w = tree_mod.WIDTH
     logp = -(0.4 * np.arange(depth)[:, None] + 0.9 * np.arange(w)[None])
@@ -178,15 +181,18 @@ RATE_WEIGHT = 0.2  # TreePlanner: a drafted cycle's weight in the moving mean of
 
 
 class TreePlanner:
-    """Picks each cycle's tree size (drafted nodes) from measured costs.
+    """Picks each cycle's verify shape, a tree of n drafted nodes or a chain of n, from
+    measured costs.
 
     A best-first tree of n nodes is the first n nodes of a larger one, and its expected accepted
-    drafts are the sum of its nodes' path probabilities (tree.expected_accepts). Those are the
-    drafter's own probabilities, so they are scaled by what the target really accepted against
-    what they predicted (counts fading by `decay`). Each drafted cycle verifies the n with the
-    most expected tokens per second. When the best n, averaged over recent cycles, loses to a
-    plain target step by the NOISE margin, plain steps run, with probes spaced as in Planner (the
-    extra cost of a probe is that of the tree the last one verified).
+    drafts are the sum of its nodes' path probabilities (tree.expected_accepts); the chain is the
+    tree's spine (each node's most probable child), whose pass costs less where a tree's
+    attention gathers ancestors (the CPU). Those are the drafter's own probabilities, so they are
+    scaled by what the target really accepted against what they predicted (counts fading by
+    `decay`). Each drafted cycle verifies the shape with the most expected tokens per second.
+    When the best shape, averaged over recent cycles, loses to a plain target step by the NOISE
+    margin, plain steps run, with probes spaced as in Planner (the extra cost of a probe is that
+    of the shape the last one verified).
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
@@ -209,18 +215,22 @@ class TreePlanner:
         target step) while trees lose and no probe is due."""
         return self.max_nodes + 1 if self.pays() or self.cycles >= self.probe_at else 1
 
-    def choose(self, expected: Sequence[float]) -> int:
-        """Nodes to verify of a drafted tree; expected[n]: the drafter's expected accepts of its
-        first n nodes (n = 0..N)."""
+    def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
+        """What to verify of a drafted tree: its first n nodes, or the first n of its spine."""
         scale = self.accepted / self.predicted
-        rate = {n: (1 + scale * expected[n]) / (self.costs["verify_ms"][n] + self.costs["draft_ms"])
-                for n in self.sizes if n < len(expected)}
-        best = max(rate, key=rate.get)
+        draft_ms = self.costs["draft_ms"]
+        tree_exp, spine = tree_mod.expected_accepts(tr), tr.spine()
+        chain_exp = np.concatenate([[0.0], np.cumsum(np.exp([tr.logp[i] for i in spine[1:]]))])
+        shapes = [(n, False, tree_exp[n], ms) for n, ms in self.costs["verify_ms"].items() if n < len(tr)]
+        shapes += [(n, True, chain_exp[n], ms) for n, ms in self.costs.get("chain_ms", {}).items()
+                   if n < len(spine)]
+        rate = [(1 + scale * e) / (ms + draft_ms) for _, _, e, ms in shapes]
+        best = int(np.argmax(rate))
+        n, is_chain, self._expected, ms = shapes[best]
         self.best_rate = rate[best] if math.isinf(self.best_rate) else (
             (1 - RATE_WEIGHT) * self.best_rate + RATE_WEIGHT * rate[best])
-        self._expected = float(expected[best])
-        self._cycle_ms = self.costs["verify_ms"][best] + self.costs["draft_ms"]
-        return best
+        self._cycle_ms = ms + draft_ms
+        return tr.path(spine[: n + 1]) if is_chain else tr.prefix(n)
 
     def observe(self, k: int, acc: int) -> None:
         """After each cycle: k tokens verified (1: a plain step), acc drafts accepted."""

@@ -90,9 +90,9 @@ class Target:
 
         last_only: logits of the last position only (prefill needs no others).
         tree: the ids are a drafted tree's nodes (tree.py): each attends to the cache and its
-        own ancestors, at position cache length + depth.
+        own ancestors, at position cache length + depth (a chain-shaped tree: the plain pass).
         """
-        if tree is not None:
+        if tree is not None and not tree.chain:
             return self._forward_tree(ids, cache, tree)
         L = ids.shape[1]
         h = cpu_rows.pad(self.embed(ids), self.row_tile)

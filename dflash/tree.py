@@ -42,6 +42,27 @@ class Tree:
         k = n + 1
         return Tree(self.tokens[:k], self.parents[:k], self.depths[:k], self.logp[:k])
 
+    def spine(self) -> list[int]:
+        """The root path through every node's first child (its most probable one): the chain
+        this tree holds, as node indices, root first."""
+        first: dict[int, int] = {}
+        for i in range(len(self) - 1, 0, -1):
+            first[self.parents[i]] = i
+        path = [0]
+        while path[-1] in first:
+            path.append(first[path[-1]])
+        return path
+
+    def path(self, nodes: list[int]) -> "Tree":
+        """The chain of `nodes` (a root path, root first) as a tree of its own."""
+        n = len(nodes)
+        return Tree(tuple(self.tokens[i] for i in nodes), (-1, *range(n - 1)), tuple(range(n)),
+                    tuple(self.logp[i] for i in nodes))
+
+    @property
+    def is_chain(self) -> bool:
+        return self.parents == (-1, *range(len(self) - 1))
+
 
 def candidates(logits: mx.array, width: int = WIDTH) -> tuple[np.ndarray, np.ndarray]:
     """Per block position the `width` most likely draft tokens, best first, with log-probs.
@@ -150,6 +171,7 @@ class Layout:
     depth: mx.array  # [R] int32
     ancestors: mx.array  # [R, Dm] int32: the node's ancestors root..itself, padded with 0
     visible: mx.array  # [R, R] bool: row r may attend to node c (c is r or an ancestor of r)
+    chain: bool = False  # every node's parent is the one before: a plain causal block
 
     @classmethod
     def of(cls, tree: Tree) -> "Layout":
@@ -164,7 +186,7 @@ class Layout:
             path.reverse()
             anc[r, : len(path)] = path
             vis[r, path] = True
-        return cls(mx.array(np.array(tree.depths, np.int32)), mx.array(anc), mx.array(vis))
+        return cls(mx.array(np.array(tree.depths, np.int32)), mx.array(anc), mx.array(vis), tree.is_chain)
 
 
 def compact(cache: list, n_fed: int, keep: list[int]) -> None:

@@ -1,6 +1,7 @@
 """Adaptive verify length: picks k from costs and acceptance, falls back to plain steps, and
 never changes the output."""
 
+import math
 import random
 
 from dflash.config import GenerationConfig
@@ -111,34 +112,49 @@ TREE_COSTS = {"step_ms": 10.0, "verify_ms": {2: 11.0, 4: 11.5, 8: 12.5, 16: 15.0
               "draft_ms": 3.0}
 
 
-def _expected(p, n=64):
-    """Expected accepts of a tree's first n nodes when node i lands with probability p[i]."""
-    out = [0.0]
-    for i in range(n):
-        out.append(out[-1] + (p[i] if i < len(p) else 0.0))
-    return out
+def _tree(p, spine=0, n=64):
+    """A drafted tree of n nodes whose node i+1 is accepted with probability p[i]; its first
+    `spine` nodes are a chain from the root, the rest hang off the root."""
+    from dflash.tree import Tree
+
+    probs = [p[i] if i < len(p) else 1e-3 for i in range(n)]
+    parents = [-1] + [i if i < spine else 0 for i in range(n)]
+    depths = [0] + [i + 1 if i < spine else 1 for i in range(n)]
+    return Tree(tuple(range(n + 1)), tuple(parents), tuple(depths), (0.0, *map(math.log, probs)))
 
 
 def test_tree_planner_sizes_trees_by_confidence_and_cost():
     from dflash.policy import TreePlanner
 
     tp = TreePlanner(TREE_COSTS)
-    sure = _expected([0.9 ** (i // 4) for i in range(64)])  # many likely nodes: a big tree pays
-    assert tp.choose(sure) == 32  # 64 nodes would cost far more per pass than they add
-    unsure = _expected([0.6, 0.1] + [0.01] * 62)  # one likely node
-    assert tp.choose(unsure) == 2
+    sure = _tree([0.9 ** (i // 4) for i in range(64)])  # many likely nodes: a big tree pays
+    assert len(tp.choose(sure)) == 33  # 64 nodes would cost far more per pass than they add
+    unsure = _tree([0.6, 0.1] + [0.01] * 62)  # one likely node
+    assert len(tp.choose(unsure)) == 3
+
+
+def test_tree_planner_takes_the_chain_where_its_pass_is_cheaper():
+    from dflash.policy import TreePlanner
+
+    costs = dict(TREE_COSTS, chain_ms={2: 10.5, 4: 10.8, 8: 11.0, 15: 11.5})
+    tp = TreePlanner(costs)
+    spine = _tree([0.95 ** i for i in range(1, 16)] + [0.02] * 49, spine=15)  # the spine is it
+    got = tp.choose(spine)
+    assert got.is_chain and len(got) == 16 and got.tokens == tuple(range(16))
+    bushy = _tree([0.9] * 64, spine=2)  # the mass is off the spine: a tree pays
+    assert not tp.choose(bushy).is_chain
 
 
 def test_tree_planner_calibrates_and_falls_back_to_plain_steps():
     from dflash.policy import TreePlanner
 
     tp = TreePlanner(TREE_COSTS)
-    optimistic = _expected([0.95] * 64)  # the drafter claims a lot; the target accepts nothing
+    optimistic = _tree([0.95] * 64)  # the drafter claims a lot; the target accepts nothing
     ks = []
     for _ in range(200):
         k = tp.next_k()
         if k > 1:
-            k = tp.choose(optimistic) + 1
+            k = len(tp.choose(optimistic))
         tp.observe(k, 0)
         ks.append(k)
     assert tp.accepted / tp.predicted < 0.05  # calibrated down to what the target accepted
@@ -155,3 +171,4 @@ def test_tree_costs_are_measured_on_the_pair():
     assert set(costs["verify_ms"]) <= {2, 4, 6, 8, 12} and 2 in costs["verify_ms"]
     assert costs["step_ms"] > 0 and costs["draft_ms"] > 0
     assert list(costs["verify_ms"].values()) == sorted(costs["verify_ms"].values())  # monotone
+    assert set(costs["chain_ms"]) == {2, 4, 6, 7}  # chains up to the block's 7 drafts

@@ -63,6 +63,25 @@ def test_transitions_rescore_children_and_zero_transitions_change_nothing():
     assert t.tokens[1:] == (ids[0, 0], ids[1, 2])
 
 
+def test_spine_is_the_argmax_chain_and_verifies_as_a_plain_block():
+    rng = np.random.default_rng(3)
+    ids, logp = _candidates(rng, 5, 4)
+    t = tree.build(99, ids, logp, 30)
+    spine = t.spine()
+    assert [t.tokens[i] for i in spine[1:]] == list(ids[:, 0])  # candidates come sorted
+    chain = t.path(spine[:4])
+    assert chain.is_chain and chain.tokens == (99, *ids[:3, 0]) and not t.is_chain
+    assert tree.Layout.of(chain).chain and not tree.Layout.of(t).chain
+    target = tiny_pair("llama").target
+    ids_in = mx.array([list(chain.tokens)])
+    c1, c2 = target.make_cache(), target.make_cache()
+    for c in (c1, c2):
+        target.forward(mx.array([[3, 4, 5]]), c)
+    plain = target.forward(ids_in, c1)[0]
+    as_tree = target.forward(ids_in, c2, tree=tree.Layout.of(chain))[0]
+    assert mx.array_equal(plain, as_tree).item()
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_accept_equals_brute_force(seed):
     """The accepted path = the deepest node whose every token is the target's choice at its
