@@ -30,6 +30,8 @@ if __name__ == "__main__":  # the program chooses how MLX computes before mlx lo
 
     backend.setup()
 
+from dflash import distributed
+from dflash.cli import add_distributed_arg
 from dflash.config import DEFAULT_BLOCK_SIZE, MAX_TOKENS_LIMIT, GenerationConfig, default_block_size
 from dflash.events import Summary
 from dflash.load import encode_prompt
@@ -42,7 +44,7 @@ from dflash.ui import (CSS, LABELS, Race, Run, acceptance_histogram, cycles_char
                        tree_cycle, verdict_html)
 from dflash.tree_view import tree_figure
 from dflash.verdict import first_divergence, logit_margin
-from dflash.worker import Status, Worker
+from dflash.worker import Status, Worker, pair_key
 
 PANE_EVERY, CHART_EVERY = 0.2, 0.5  # seconds between streamed updates (UI-NOTES: throttle)
 REPLAY_EVERY, REPLAY_CHART_FRAMES = 0.1, 3  # a replay's frame interval; the race chart's cursor every 3rd
@@ -234,6 +236,7 @@ class Playground:
 
     def __init__(self, worker: Worker, choices: dict, allow_custom: bool, machine: str = ""):
         self.worker, self.choices, self.allow_custom = worker, choices, allow_custom
+        self.margin = logit_margin  # a sharded target's rank 0: Rank0.margin (every rank prefills)
         self.machine = machine or machine_name()
         self.turns = Turns()
         self.active: dict[str, Control] = {}
@@ -412,7 +415,7 @@ class Playground:
     def _margin(self, key: tuple, prompt: str, chat: bool, prefix: tuple):
         def work(progress):
             pair = self.worker.pair(*key, progress)
-            return logit_margin(pair, encode_prompt(pair.tokenizer, prompt, chat), prefix)
+            return self.margin(pair, encode_prompt(pair.tokenizer, prompt, chat), prefix)
 
         return [item for item in self.worker.call(work) if not isinstance(item, Status)][-1]
 
@@ -501,10 +504,16 @@ COPY_JS = "(text) => { if (navigator.clipboard) navigator.clipboard.writeText(te
 
 
 def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None,
-               allow_custom: bool = True) -> gr.Blocks:
+               allow_custom: bool = True, ranks=None) -> gr.Blocks:
     """The playground's Blocks. `model` / `draft`: the pair the app started with (None: embedded);
-    `allow_custom`: whether clients may name their own target / drafter."""
-    pg = Playground(worker, model_choices(model, draft, allow_custom), allow_custom)
+    `allow_custom`: whether clients may name their own target / drafter; `ranks`: a sharded
+    target's distributed.Rank0 (then only the started pair, which every rank loaded, is offered)."""
+    choices = model_choices(model, draft, allow_custom and ranks is None)
+    if ranks is not None:
+        choices = {k: v for k, v in choices.items() if v and pair_key(*v) == pair_key(model, draft)}
+    pg = Playground(worker, choices, allow_custom and ranks is None)
+    if ranks is not None:
+        pg.margin = ranks.margin
     presets = load_presets()
     c = SimpleNamespace()  # the components, by the names the handlers' outputs use
     with gr.Blocks(title="DFlash playground") as demo:
@@ -612,15 +621,16 @@ def _wire(pg: Playground, c, presets: dict) -> None:
     c.model.select(pg.choose, [c.model, c.loaded], out(CHOOSE_OUT), api_name="choose", concurrency_limit=None)
 
 
-def serve(demo: gr.Blocks, worker: Worker, args) -> None:
+def serve(demo: gr.Blocks, worker: Worker, args, cluster: Optional[dict] = None, on_stop=None) -> None:
     """The UI and the OpenAI-compatible API (/v1) on one port, sharing the worker; SIGTERM stops
-    both promptly (server.run)."""
+    both promptly (server.run). `cluster`, `on_stop`: a sharded target's (--distributed)."""
     theme = gr.themes.Soft(primary_hue="emerald", secondary_hue="slate")
     demo.queue(default_concurrency_limit=1)
-    app = gr.mount_gradio_app(create_app(worker, args.model, args.draft), demo, path="/", theme=theme, css=CSS)
+    api = create_app(worker, args.model, args.draft, cluster)
+    app = gr.mount_gradio_app(api, demo, path="/", theme=theme, css=CSS)
     url = f"http://{args.host}:{args.port}"
     print(f"* Running on local URL:  {url}  (OpenAI-compatible API: {url}/v1)", flush=True)
-    run_server(app, args.host, args.port, log_level="warning")
+    run_server(app, args.host, args.port, on_stop=on_stop, log_level="warning")
 
 
 def custom_models_allowed(host: str, flag: Optional[bool]) -> bool:
@@ -638,19 +648,31 @@ def main(argv=None) -> int:
     p.add_argument("--allow-custom-models", action=argparse.BooleanOptionalAction, default=None,
                    help="let clients load a directory or Hub id they name (default: only when bound to "
                         "127.0.0.1 / localhost)")
+    add_distributed_arg(p)
     args = p.parse_args(argv)
     allow_custom = custom_models_allowed(args.host, args.allow_custom_models)
 
-    worker = Worker()
+    ranks = None
+    if args.distributed:  # rank 0 serves; the others follow its requests here until it stops
+        try:
+            ranks = distributed.serve_ranks(args.distributed, args.model, args.draft)
+        except ValueError as e:
+            print(f"error: {explain(e)}", file=sys.stderr)
+            return 2
+        if ranks is None:
+            return 0
+    worker = ranks.worker if ranks else Worker()
     worker.pin(args.model, args.draft)  # the API serves this pair: playground picks never evict it
     print(f"Preparing target {args.model or 'embedded SmolLM2-135M-Instruct'} + drafter "
           f"{args.draft or '(from the registry)'}…", flush=True)
     try:  # the first start converts / downloads; later starts only load
-        preload(worker, args.model, args.draft, progress=lambda message: print(f"  {message}", flush=True))
+        pair = preload(worker, args.model, args.draft, progress=lambda message: print(f"  {message}", flush=True))
+        cluster = ranks.record(pair) if ranks else None
     except Exception as e:
         print(f"error: {explain(e)}", file=sys.stderr)
         return 2
-    serve(build_demo(worker, args.model, args.draft, allow_custom), worker, args)
+    serve(build_demo(worker, args.model, args.draft, allow_custom, ranks), worker, args, cluster,
+          on_stop=ranks and ranks.stop)
     return 0
 
 

@@ -30,7 +30,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -658,8 +658,10 @@ def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         return JSONResponse(_error_body(f"internal error: {type(e).__name__}: {e}", 500), status_code=500)
 
 
-def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None) -> FastAPI:
-    """The API app. `model`/`draft` are passed to the worker as given (None: the defaults)."""
+def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None,
+               cluster: Optional[dict] = None) -> FastAPI:
+    """The API app. `model`/`draft` are passed to the worker as given (None: the defaults);
+    `cluster`: a sharded target's record (distributed.describe), shown in /metrics."""
     api = Service(worker, model, draft)
     app = FastAPI(title="DFlash", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.api = api
@@ -674,7 +676,7 @@ def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str]
 
     @app.get("/metrics")
     async def get_metrics():
-        return api.metrics.snapshot()
+        return api.metrics.snapshot() | ({"distributed": cluster} if cluster else {})
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -764,20 +766,31 @@ class Server(uvicorn.Server):
     """uvicorn's server; on SIGTERM or Ctrl-C it first cancels every generation (queued ones
     never start), so open requests end at once (503) and the process exits promptly."""
 
+    on_stop: Optional[Callable[[], None]] = None
+
     def handle_exit(self, sig, frame) -> None:
         api = getattr(getattr(self.config.app, "state", None), "api", None)
         if api is not None:
             api.close()
         super().handle_exit(sig, frame)
 
+    async def shutdown(self, sockets=None) -> None:
+        await super().shutdown(sockets)
+        if self.on_stop is not None:  # before uvicorn raises the signal again, which ends us
+            await asyncio.get_running_loop().run_in_executor(None, self.on_stop)
 
-def run(app: FastAPI, host: str, port: int, **kw) -> None:
-    """Serve `app` (create_app's, maybe with the UI mounted on it) until SIGTERM or Ctrl-C."""
-    Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw)).run()
+
+def run(app: FastAPI, host: str, port: int, on_stop: Optional[Callable[[], None]] = None, **kw) -> None:
+    """Serve `app` (create_app's, maybe with the UI mounted on it) until SIGTERM or Ctrl-C;
+    `on_stop` runs once the server has shut down (a sharded target's rank 0 stops the others)."""
+    server = Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw))
+    server.on_stop = on_stop
+    server.run()
 
 
 def main(argv=None) -> int:
-    from .cli import add_model_args, fail
+    from . import distributed
+    from .cli import add_distributed_arg, add_model_args, fail
 
     p = argparse.ArgumentParser(prog="python -m dflash serve",
                                 description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
@@ -785,8 +798,17 @@ def main(argv=None) -> int:
     add_model_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    add_distributed_arg(p)
     a = p.parse_args(argv)
 
+    ranks = None
+    if a.distributed:  # rank 0 serves; the others follow its requests here until it stops
+        try:
+            ranks = distributed.serve_ranks(a.distributed, a.model, a.draft)
+        except ValueError as e:
+            return fail(e)
+        if ranks is None:
+            return 0
     try:  # before the minutes a load can take: is the port free?
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
@@ -794,13 +816,14 @@ def main(argv=None) -> int:
     except OSError as e:  # anything but a taken port is left to uvicorn to report
         if e.errno == errno.EADDRINUSE:
             return fail(ValueError(f"cannot listen on {a.host}:{a.port}: {e.strerror}"))
-    worker = Worker()
+    worker = ranks.worker if ranks else Worker()
     try:
-        preload(worker, a.model, a.draft, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        pair = preload(worker, a.model, a.draft, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        cluster = ranks.record(pair) if ranks else None
     except (ValueError, RuntimeError) as e:
         return fail(e)
     try:
-        run(create_app(worker, a.model, a.draft), a.host, a.port)
+        run(create_app(worker, a.model, a.draft, cluster), a.host, a.port, on_stop=ranks and ranks.stop)
     except KeyboardInterrupt:  # Ctrl-C, raised again by uvicorn once it has shut down
         sys.stderr.flush()
         os._exit(130)  # not sys.exit: finalizing the interpreter under a busy MLX worker thread aborts

@@ -65,8 +65,11 @@ class Job:
 
 
 class Worker:
-    def __init__(self, loader: Callable[..., Pair] = load_pair):
-        self._loader = loader
+    """`loader`: load_pair's signature; `run`: the engine's `stream` signature (a sharded
+    target's rank 0 passes distributed.Leader.stream, which feeds the other ranks first)."""
+
+    def __init__(self, loader: Callable[..., Pair] = load_pair, run: Callable[..., Iterator] = stream):
+        self._loader, self._run = loader, run
         self._pairs: dict[tuple, Pair] = {}
         self._pinned: set[tuple] = set()
         self._requests: queue.Queue = queue.Queue()
@@ -116,7 +119,7 @@ class Worker:
         def work(progress):
             pair = self.pair(model, draft, progress)
             ids = prompt if isinstance(prompt, list) else encode_prompt(pair.tokenizer, prompt, chat_template)
-            return stream(pair, ids, cfg, cancel=job.cancelled)
+            return self._run(pair, ids, cfg, cancel=job.cancelled)
 
         job = Job()
         return self.call(work, job)

@@ -1,10 +1,18 @@
 """A target sharded over 2 processes (mlx.launch, ring backend on 127.0.0.1, CPU): DFlash output
-== target-only output on the same sharded target; a rank that disagrees stops the run."""
+== target-only output on the same sharded target; a rank that disagrees stops the run; a server
+on rank 0 feeds rank 1 its requests, cancellations and shutdown."""
 
+import http.client
 import json
+import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +102,87 @@ def test_bench_distributed_records_the_sharding(tmp_path):
     assert set(d["pass_comm_ms"]) == {"1", "4"} and all(v > 0 for v in d["pass_comm_ms"].values())
     assert doc["prompts"][0]["identical"]  # target-only == DFlash, both on the sharded target
     assert r.stdout.count("speedup") <= 1  # the table: rank 0 only
+
+
+def _post(port: int, body: dict) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/completions", json.dumps(body), {"content-type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200, r.read()
+    return json.loads(r.read())
+
+
+def _metrics(port: int) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/metrics")
+    return json.loads(c.getresponse().read())
+
+
+def _disconnect_after_first_chunk(port: int, body: dict) -> None:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/completions", json.dumps({**body, "stream": True}),
+              {"content-type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200 and r.fp.readline()  # the stream has started
+    c.close()
+
+
+def _until(check, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if (v := check()):
+                return v
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_serve_on_rank0_feeds_rank1(tmp_path):
+    """Rank 0 answers over HTTP; rank 1 runs each request in step (its log lines say so): DFlash
+    == target-only on the sharded target, a client that leaves stops both ranks at the same
+    cycle, the next request still works, and SIGTERM to rank 0 stops rank 1."""
+    model = save_tiny_model(tmp_path / "model", "qwen3")
+    draft = save_drafter(tiny_drafter(), tmp_path / "drafter")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [LAUNCH, "--backend", "ring", "-n", "2", "--python", sys.executable, "--", "-m", "dflash",
+           "serve", "--model", str(model), "--draft", str(draft), "--port", str(port), "--distributed", "ring"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        rank0 = int(_until(lambda: re.search(r"Started server process \[(\d+)\]", "".join(lines)),
+                           120, "the server").group(1))
+        _until(lambda: _metrics(port), 60, "/metrics")
+        ask = {"prompt": "t5 t9 t17 t23", "max_tokens": 24}
+        ref = _post(port, {**ask, "mode": "target"})["choices"][0]["text"]
+        assert len(ref.split()) == 24
+        assert _post(port, {**ask, "block_size": 4})["choices"][0]["text"] == ref
+        assert _post(port, {**ask, "tree": 4})["choices"][0]["text"] == ref
+        _disconnect_after_first_chunk(port, {**ask, "max_tokens": 480, "mode": "target"})
+        _until(lambda: len(_metrics(port)["requests"]) == 4, 60, "the cancelled request's end")
+        assert _post(port, ask)["choices"][0]["text"] == ref  # the ranks are still in step
+        m = _metrics(port)
+        os.kill(rank0, signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:  # a hung rank: end the launch and everything it started
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(timeout=10)
+    out = "".join(lines)
+    assert [r["finish_reason"] for r in m["requests"]] == ["length"] * 3 + ["cancelled", "length"], m
+    cancelled = m["requests"][3]
+    assert cancelled["tokens"] < 480
+    for n, r in enumerate(m["requests"], 1):  # rank 1 ran each request to the same cycle
+        assert f"rank 1: request {n}: {r['finish_reason']} after {r['cycles']} cycles" in out, out
+    assert "rank 1: stopped by rank 0 after 5 requests" in out, out
+    d = m["distributed"]
+    assert (d["world_size"], d["backend"], d["all_sums_per_pass"]) == (2, "ring", 8)
+    assert all(v > 0 for v in d["pass_comm_ms"].values()) and d["comm_measured"]
+
