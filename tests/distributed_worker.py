@@ -3,6 +3,9 @@ each generation run by every rank; rank 0 prints one JSON line of the token ids.
 
     worker.py FAMILIES [--drafter-seed-per-rank]
 
+Then rank 0 leads the requests a server sends (distributed.Leader) and rank 1 follows them: a
+logit-margin prefill, a request refused on both ranks, a generation, STOP.
+
 --drafter-seed-per-rank: each rank's drafter gets other weights, so their drafts differ and the
 ranks disagree: the run must stop with RankMismatch (exit 3), not diverge.
 """
@@ -65,12 +68,35 @@ def run_family(family: str, group, drafter_seed: int) -> dict:
     return out
 
 
+def lead_and_follow(group) -> dict:
+    """Rank 0: the Leader's requests; rank 1: `follow` runs them and logs each one."""
+    drafter = tiny_drafter(block_size=8, seed=1)
+    pair = Pair(Target(tiny_model("llama", 3, tied=False), "llama", drafter.target_layer_ids),
+                drafter, FakeTokenizer(), "llama", None)
+    distributed.shard_pair(pair, group)
+    if group.rank() != 0:
+        n = distributed.follow(pair, group, log=lambda m: print(m, flush=True))
+        print(f"rank 1: followed {n} requests", flush=True)
+        return {}
+    lead = distributed.Leader(group)
+    out = {"margin": lead.margin(pair, PROMPT, [7, 9])}
+    try:
+        list(lead.stream(pair, PROMPT, GenerationConfig("dflash", 600)))  # past the context
+    except ValueError as e:
+        out["refused"] = str(e)
+    *_, s = lead.stream(pair, PROMPT, GenerationConfig("dflash", 12, block_size=4, tree=0))
+    out["ids"] = list(s.token_ids)
+    lead.stop()
+    return out
+
+
 def main(argv: list[str]) -> int:
     group = distributed.init("ring")
     disagree = "--drafter-seed-per-rank" in argv
     try:
         doc = {f: run_family(f, group, 1 + (group.rank() if disagree else 0))
                for f in argv[0].split(",")}
+        doc["lead"] = lead_and_follow(group)
         rc = 0
         if group.rank() == 0:
             print(json.dumps(doc), flush=True)

@@ -39,6 +39,11 @@ def test_sharded_dflash_is_target_only():
     r = launch("-m", "tests.distributed_worker", "llama,qwen3_moe,qwen3_5")
     assert r.returncode == 0, r.stdout + r.stderr
     [doc] = json_lines(r.stdout)  # rank 0 only
+    lead = doc.pop("lead")  # rank 0 led a prefill, a refused request and a generation
+    assert lead["margin"] > 0 and "exceeds the target's context" in lead["refused"]
+    assert "rank 1: request 2: prompt (8 tokens) + max_tokens (600)" in r.stdout
+    assert "rank 1: request 3: length after" in r.stdout and "rank 1: followed 3 requests" in r.stdout
+    assert lead["ids"] == doc["llama"]["target"]["ids"][:12]  # the same llama, target-only
     for family, out in doc.items():
         ref = out["target"]["ids"][:24]
         runs = [k for k in out if k.startswith(("random_", "oracle_"))]
