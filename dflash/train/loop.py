@@ -22,7 +22,7 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
                      position_weights, sample_blocks, walk_tau)
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
-from .markov import freeze_base, sibling_metrics, sibling_sums, with_head
+from .markov import balance, freeze_base, sibling_metrics, sibling_sums, with_head
 from .model import draft_vocab_from, drafter_args_for, init_from_target, target_features
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
@@ -147,6 +147,8 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
                              f"{drafter.args.markov_rank} (its base stays frozen)")
         if not cfg.markov_rank:  # --draft-vocab decides the new one (a head keeps the drafter's)
             drafter.vocab = None
+        elif drafter.has_markov:  # a head trained on: the same bias, factors Adam can step alike
+            balance(drafter.markov)
         check_pair(target, drafter)
         progress(f"drafter initialised from {cfg.init} (its config: layers, taps, block, mask id)")
         step, total, t_train = 0, cfg.steps, 0.0
@@ -287,6 +289,14 @@ class _Run:
         return dict(_metrics(float(np.mean(losses)), tot), tau_walk=walk_tau(ds, walked, accepted, L),
                     **(sibling_metrics(sib) if self.drafter.has_markov else {}))
 
+    def validate_and_log(self) -> None:
+        v = self.validate()
+        self.log(step=self.step, split="val", **v)
+        self.progress(f"\nstep {self.step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
+                      f"tau(walk) {v['tau_walk']:.2f} acc {' '.join(f'{x:.2f}' for x in v['acc'])}"
+                      + (f" after a sibling {v['after_sibling_head']:.3f} (base "
+                         f"{v['after_sibling_base']:.3f})" if "after_sibling_head" in v else ""))
+
     def save(self) -> None:
         if self.rank:
             return
@@ -346,7 +356,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
     sums, loss_sum, n_sum, timing = np.zeros((3, B - 1)), 0.0, 0, []
     stopped, first = False, r.step
     if cfg.markov_rank and r.step == 0 and r.val_batches and r.rank == 0:
-        r.log(step=0, split="val", **r.validate())  # the base drafter's: the new head is zero
+        r.validate_and_log()  # the head it starts from (a new one is zero: the base drafter's)
     while r.total == 0 or r.step < r.total:
         if r.should_stop(first):
             stopped = True
@@ -368,12 +378,7 @@ def train(target, tokenizer, ds: Dataset, cfg: TrainConfig, resume: bool = False
             sums, loss_sum, n_sum = np.zeros((3, B - 1)), 0.0, 0
         if r.step % cfg.save_every == 0 or r.step == r.total:
             if r.val_batches and r.rank == 0:
-                v = r.validate()
-                r.log(step=r.step, split="val", **v)
-                r.progress(f"\nstep {r.step}: val loss {v['loss']:.3f} tau~{v['tau_est']:.2f} "
-                           f"tau(walk) {v['tau_walk']:.2f} acc {' '.join(f'{x:.2f}' for x in v['acc'])}"
-                           + (f" after a sibling {v['after_sibling_head']:.3f} (base "
-                              f"{v['after_sibling_base']:.3f})" if "after_sibling_head" in v else ""))
+                r.validate_and_log()
             r.save()
     bar.close()
     if r.world:

@@ -37,6 +37,18 @@ def freeze_base(drafter: Drafter) -> None:
     drafter.markov.unfreeze()
 
 
+def balance(head: MarkovHead) -> MarkovHead:
+    """Rescale each rank component so that its in_proj row and out_proj column have the same norm:
+    the bias is unchanged, but a closed-form fit (fit.py: in_proj rows ~100x the norm of
+    out_proj columns) would otherwise give Adam, whose steps are the same size for every weight,
+    a step far too large for out_proj and far too small for in_proj."""
+    w_in, w_out = head.in_proj.weight, head.out_proj.weight
+    n_in, n_out = mx.linalg.norm(w_in, axis=1), mx.linalg.norm(w_out, axis=0)
+    s = mx.sqrt(mx.maximum(n_in, 1e-12) / mx.maximum(n_out, 1e-12))
+    s = mx.where((n_in > 0) & (n_out > 0), s, 1.0)  # a zero factor (a new head) stays as it is
+    head.in_proj.weight = w_in / s[:, None]
+    head.out_proj.weight = w_out * s[None, :]
+    return head
 
 
 def masked(drafter: Drafter, logits: mx.array, labels: mx.array, valid: mx.array):

@@ -8,7 +8,8 @@
 #               bash lab/bench/h200.sh chunk                         (-> .gpux/cNN, ignored by git)
 # There:        call k (k = 0..N-1), carry [".gpux/cNN"]:  bash lab/bench/h200.sh stash NN
 #               last call:                                   bash lab/bench/h200.sh bench SECONDS [ARGS]
-# `bench` installs MLX and mlx-lm into /tmp/site, converts the GGUF, then runs `python -m dflash
+# `bench` first runs `setup` (once per machine: MLX and mlx-lm into /tmp/site, the GGUF converted,
+# /tmp/dflash-env.sh written for later calls and lab/markov-head/h200.sh), then `python -m dflash
 # bench` once per setting in TREES with the given ARGS, each writing $OUT/h200-tree-<setting>.json.
 set -uo pipefail
 phase=${1:?phase}
@@ -26,17 +27,28 @@ chunk)
 stash)
   mkdir -p /tmp/chunks && cp .gpux/c$2/* /tmp/chunks/ && ls /tmp/chunks | wc -l
   ;;
+setup)  # MLX's CUDA build into /tmp/site and the target converted into /tmp/cache, once per
+  # machine; writes /tmp/dflash-env.sh, which later phases (and lab/markov-head/h200.sh) source
+  if [ ! -f /tmp/dflash-env.sh ]; then
+    mkdir -p /tmp/all /tmp/site /tmp/cache
+    cat /tmp/chunks/chunk.* | tar -C /tmp/all -xf - || exit 1
+    xz -dc /tmp/all/mlx-cuda.tar.xz | tar -C /tmp/site -xf - || exit 1
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/all/*.whl || exit 1
+    mv /tmp/all/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/cache/
+    lib=$(PYTHONPATH=/tmp/site python3 -c "import nvidia, os; print(':'.join(os.path.join(p, d, 'lib')
+for p in nvidia.__path__ for d in os.listdir(p) if os.path.isdir(os.path.join(p, d, 'lib'))))") || exit 1
+    printf '%s\n' 'export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DFLASH_CACHE=/tmp/cache' \
+      "export LD_LIBRARY_PATH=$lib:\${LD_LIBRARY_PATH:-}" > /tmp/dflash-env.tmp
+    . /tmp/dflash-env.tmp
+    python3 -c "import mlx.core as mx; print(mx.default_device(), mx.__version__)" || exit 1
+    python3 -m dflash.builtin || exit 1
+    mv /tmp/dflash-env.tmp /tmp/dflash-env.sh
+  fi
+  ;;
 bench)
   T0=$(date +%s); budget=${2:?seconds}; shift 2
-  mkdir -p /tmp/all /tmp/site /tmp/cache
-  cat /tmp/chunks/chunk.* | tar -C /tmp/all -xf - || exit 1
-  xz -dc /tmp/all/mlx-cuda.tar.xz | tar -C /tmp/site -xf - || exit 1
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/all/*.whl || exit 1
-  mv /tmp/all/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/cache/
-  export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DFLASH_CACHE=/tmp/cache
-  export LD_LIBRARY_PATH=$(python3 -c "import nvidia,os;print(':'.join(os.path.join(p,d,'lib') for p in nvidia.__path__ for d in os.listdir(p) if os.path.isdir(os.path.join(p,d,'lib'))))"):${LD_LIBRARY_PATH:-}
-  python3 -c "import mlx.core as mx; print(mx.default_device(), mx.__version__)" || exit 1
-  python3 -m dflash.builtin || exit 1
+  bash "$0" setup || exit 1
+  . /tmp/dflash-env.sh
   # CHECK=1: trees on MLX's CUDA backend, DFlash == target-only on tiny targets (a near-tie can
   # fail it there: tree rows are not bitwise their paths on the GPU)
   [ -n "${CHECK:-}" ] && timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/test_tree.py -k "lossless" 2>&1 | tail -n 3
