@@ -3,7 +3,8 @@
 # warm session of lab/bench/h200.sh: after its `stash NN` calls have put MLX's CUDA build and the
 # GGUF in /tmp. The token files the drafter trained on (commit 88f35b2: the answers to the plain,
 # natural, self-written and ShareGPT prompts, as fit.py read them) travel as .gpux/m0, .gpux/m1
-# (<= 12 MB each, ignored by git through .git/info/exclude).
+# (8.1 MB each: the device call carries the tree, 52.3 MiB now, too; ignored by git through
+# .git/info/exclude).
 #
 # Here, once:  bash lab/markov-head/h200.sh chunk
 # There:       carry [".gpux/m0"]: bash lab/markov-head/h200.sh stash 0    (then m1: stash 1)
@@ -29,7 +30,7 @@ case $phase in
 chunk)
   rm -rf .gpux/m[0-9]* .gpux/mall && mkdir -p .gpux/mall
   for f in $FILES; do git show 88f35b2:lab/train/$f > .gpux/mall/$f || exit 1; done
-  (cd .gpux/mall && tar -cf - $FILES | split -b ${CHUNK:-12000000} -d -a 2 - ../mchunk.)
+  (cd .gpux/mall && tar -cf - $FILES | split -b ${CHUNK:-8100000} -d -a 2 - ../mchunk.)
   for f in .gpux/mchunk.*; do n=$((10#${f##*.})); mkdir -p .gpux/m$n && mv "$f" .gpux/m$n/; done
   rm -rf .gpux/mall && du -b .gpux/m[0-9]*/*
   ;;
