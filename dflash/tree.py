@@ -175,18 +175,20 @@ class Layout:
 
     @classmethod
     def of(cls, tree: Tree) -> "Layout":
-        R, Dm = len(tree), max(tree.depths) + 1
-        anc = np.zeros((R, Dm), np.int32)
+        depth = np.array(tree.depths, np.int32)
+        R, Dm = len(tree), int(depth.max()) + 1
+        parents = np.maximum(np.array(tree.parents), 0)
+        up = np.empty((R, Dm), np.int64)  # up[r, i]: r's ancestor i levels up (the root beyond)
+        up[:, 0] = np.arange(R)
+        for i in range(1, Dm):
+            up[:, i] = parents[up[:, i - 1]]
+        # row r's path root..r is up[r, depth[r] - j] at j = 0..depth[r]; 0-padded after it
+        j = np.arange(Dm)[None]
+        on_path = j <= depth[:, None]
+        anc = np.where(on_path, np.take_along_axis(up, np.clip(depth[:, None] - j, 0, None), 1), 0)
         vis = np.zeros((R, R), bool)
-        for r in range(R):
-            path, n = [], r
-            while n >= 0:
-                path.append(n)
-                n = tree.parents[n]
-            path.reverse()
-            anc[r, : len(path)] = path
-            vis[r, path] = True
-        return cls(mx.array(np.array(tree.depths, np.int32)), mx.array(anc), mx.array(vis), tree.is_chain)
+        vis[np.nonzero(on_path)[0], anc[on_path]] = True
+        return cls(mx.array(depth), mx.array(anc.astype(np.int32)), mx.array(vis), tree.is_chain)
 
 
 def compact(cache: list, n_fed: int, keep: list[int]) -> None:
