@@ -23,6 +23,7 @@ import mlx.core as mx
 import numpy as np
 
 WIDTH = 8  # candidate tokens per block position (the target's token is in the top-8 ~80 %)
+TEMPERATURE = 1.0  # the drafter's logits are divided by this before paths are scored
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def candidates(logits: mx.array, width: int = WIDTH) -> tuple[np.ndarray, np.nda
     logits [D, V] (positions 1..D) -> (ids [D, W], logp [D, W]); -inf entries (outside a draft
     vocabulary) never become candidates unless fewer than W tokens are finite.
     """
-    logits = logits.astype(mx.float32)
+    logits = logits.astype(mx.float32) / TEMPERATURE
     logp = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
     width = min(width, logits.shape[-1])
     ids = mx.argpartition(-logp, width - 1, axis=-1)[:, :width]
