@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from . import distributed
+from . import distributed, op_profile
 from .cli import add_distributed_arg, add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
 from .events import Summary
@@ -252,7 +252,7 @@ def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFI
         _, feats, tapes = target.forward(mx.array([[staged] * block_size]), cache, record=target.is_hybrid)
         return block_size, feats, tapes
 
-    def drop(out):  # nothing was evaluated: put the cache back, then compute it once
+    def drop(out):  # put the cache back (an unevaluated pass: compute it once), no rollback timed
         target.rollback(cache, out[2], out[0], 0)
         mx.eval([c.state for c in cache])
 
@@ -263,6 +263,10 @@ def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFI
     build = {"draft": timed(build_draft), "verify": timed(build_verify, drop)}
     rollback_ms = median(rollbacks[1:]) * 1e3
     model_cycle = draft_ms + verify[block_size] + rollback_ms
+    ops = None
+    if target._attend is not None:  # llama-family attention done by target.py (CPU, CUDA)
+        ops = {f"{k}": op_profile.op_kinds(target, cache, lambda k: forward(k, False), drop, k, reps)
+               for k in (1, block_size)}
     return {
         "prompt_tokens": len(ids),
         "block_size": block_size,
@@ -278,6 +282,8 @@ def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFI
         "verify_cost_ratio": verify[block_size] / step,
         # DFlash beats target-only only if tau exceeds this, even with zero host overhead
         "break_even_tau": model_cycle / step,
+        # ms per op kind of a 1-token step and a block_size-token verify, barriered (op_profile.py)
+        "op_kinds": ops,
     }
 
 
@@ -498,6 +504,7 @@ def print_table(doc: dict, file=None) -> None:
             print(f"  graph building on the host (inside the passes): draft {b['draft']:.2f}, verify "
                   f"{b['verify']:.2f} ms; the loop outside the passes: {prof['engine_share']:.1%} of its cycle",
                   file=file)
+        _print_ops(prof, file)
         _print_host(doc, prof, file)
     env = doc.get("environment") or {}
     if env:
@@ -507,6 +514,19 @@ def print_table(doc: dict, file=None) -> None:
               f"drafter {env['drafter_dtype']}, {env['cpu_count']} CPUs, BLAS {_blas_line(env)}, "
               f"load avg {env.get('load_avg_start')} -> {env.get('load_avg_end')}",
               file=file)
+
+
+def _print_ops(prof: dict, file) -> None:
+    """The per-op-kind table: ms and share of a barriered step and verify pass (op_profile.py)."""
+    ops = prof.get("op_kinds")
+    if not ops:
+        return
+    plain = {"1": prof["target_step_ms"], **prof["verify_ms"]}
+    print("  per op kind, one barriered pass each (ms, share):", file=file)
+    for k, o in ops.items():
+        cells = "  ".join(f"{kind} {ms:.1f} {o['share'][kind]:.0%}" for kind, ms in o["ms"].items())
+        print(f"    {k:>2} tokens: {cells}; barriered {o['barriered_ms']:.1f} vs plain "
+              f"{plain.get(k, float('nan')):.1f}", file=file)
 
 
 def _print_host(doc: dict, prof: dict, file) -> None:

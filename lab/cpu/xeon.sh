@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The real embedded pair on the H200 host's Intel Xeon CPU, pinned to 2 cores: `python -m dflash
+# bench --profile` at the defaults (DFlash vs target-only), MLX on the CPU with the product's
+# BLAS choice (backend.setup: SkylakeX kernels, rows padded, on an AVX-512 Intel CPU).
+#
+# Here, once:  bash lab/cpu/xeon.sh pack     (-> .gpux/cpu/cpu.tar.xz, < 12 MB, ignored by git)
+#   MLX's CPU wheels (mlx + mlx-cpu 0.32.4 cp312, mlx-lm 0.32.2) and Debian's OpenBLAS 0.3.21,
+#   stripped, in one xz tarball. The device has no MLX CPU build; MLX's CUDA build would make
+#   backend.setup() pick the GPU's attention path, so this process never sees it.
+# There, after lab/bench/h200.sh's stash calls (they put the SmolLM2 GGUF in /tmp/chunks) or
+# its bench call (it converts the model into /tmp/cache), one call, carry [".gpux/cpu"]:
+#   bash lab/cpu/xeon.sh bench 300 [bench ARGS]     (default ARGS: $DEFAULT_ARGS below)
+#   -> $OUT/xeon-cpu-2core.json (+ .log, .html), xeon-op-probe.log, xeon-rows-probe.log
+#   (install ~30 s, op_probe.py <= 90 s, the bench <= 300 s, rows_probe.py <= 90 s)
+# Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
+set -uo pipefail
+phase=${1:?phase: pack | bench}
+SITE=/tmp/cpusite
+OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
+MODEL=smollm2-135m-instruct-mlx-v1
+DEFAULT_ARGS="--prompts-limit 2 --repeat 1"  # 6 prompts (2 per suite): ~200 s at ~90 ms a step
+
+case $phase in
+pack)
+  set -e
+  w=$(mktemp -d) && mkdir -p $w/site .gpux/cpu
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_35_x86_64 -d $w/whl mlx==0.32.4 mlx-cpu==0.32.4 mlx-lm==0.32.2
+  for f in $w/whl/*.whl; do (cd $w/site && python3 -m zipfile -e $f .); done
+  cp /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so $w/site/
+  strip --strip-unneeded $w/site/mlx/lib/libmlx.so $w/site/libopenblasp-r0.3.21.so
+  tar -C $w/site -cf - . | xz -9e -T0 > .gpux/cpu/cpu.tar.xz
+  rm -rf $w && ls -l .gpux/cpu/cpu.tar.xz
+  [ $(stat -c %s .gpux/cpu/cpu.tar.xz) -lt 12000000 ] || { echo "over 12 MB"; exit 1; }
+  ;;
+bench)
+  budget=${2:?seconds for the bench}; shift 2
+  args=${*:-$DEFAULT_ARGS}
+  export DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache} PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=2
+  if [ -z "${NOINSTALL:-}" ]; then
+    rm -rf $SITE && mkdir -p $SITE && xz -dc .gpux/cpu/cpu.tar.xz | tar -C $SITE -xf - || exit 1
+    [ -e $OB ] || { mkdir -p ${OB%/*} && cp $SITE/libopenblasp-r0.3.21.so $OB; } || exit 1
+    # OpenBLAS needs libgfortran.so.5: the wheel's copy where the system has none
+    if ! ldconfig -p | grep -q 'libgfortran.so.5 '; then
+      mkdir -p $SITE/sys && ln -sf $SITE/mlx_cpu.libs/libgfortran-*.so.5* $SITE/sys/libgfortran.so.5 &&
+        ln -sf $SITE/mlx_cpu.libs/libquadmath-*.so.0* $SITE/sys/libquadmath.so.0
+      export LD_LIBRARY_PATH=$SITE/sys:${LD_LIBRARY_PATH:-}
+    fi
+    export PYTHONPATH=$SITE:$PWD  # not /tmp/site: its mlx-cuda-13 would count as a CUDA build
+  fi
+  mkdir -p $DFLASH_CACHE
+  if [ ! -e $DFLASH_CACHE/$MODEL/model.safetensors ] && [ ! -e $DFLASH_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+    cat /tmp/chunks/chunk.* | tar -C $DFLASH_CACHE -xf - SmolLM2-135M-Instruct.Q4_1.gguf || exit 1
+  fi
+  cat /proc/cpuinfo | grep -m1 'model name'; nproc
+  pin="taskset -c 0,1"
+  $pin python3 -c "from dflash import backend; print(backend.setup()); import mlx.core as mx; print(mx.default_device(), mx.__version__)" || exit 1
+  $pin python3 -m dflash.builtin || exit 1
+  # the target's per-op table and plain step / verify times at a 128-token context (~30 s)
+  timeout 90 $pin python3 lab/cpu/op_probe.py --ks 1,5,16 --reps 5 2>&1 | tee $OUT/xeon-op-probe.log
+  echo "bench: $args, ${budget}s"
+  timeout $budget $pin python3 -m dflash bench --profile --out $OUT/xeon-cpu-2core.json $args \
+    > $OUT/xeon-cpu-2core.log 2>&1
+  echo "rc $?"; grep -v '^\[' $OUT/xeon-cpu-2core.log | tail -n 40
+  # which SkylakeX matmuls keep rows exact unpadded (pad 1) vs padded to 8: the next cut
+  grep -q avx512f /proc/cpuinfo && timeout 90 $pin python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads 2 --pads 1,8 --max-rows 24 \
+    2>&1 | tee $OUT/xeon-rows-probe.log
+  ;;
+*) echo "unknown phase $phase"; exit 2 ;;
+esac
