@@ -39,9 +39,10 @@ def main():
     ap.add_argument("--trees", nargs="+", default=["32"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0])
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--draft", help="drafter directory (default: the registry's)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    pair = load_pair(progress=lambda s: None)
+    pair = load_pair(draft=a.draft, progress=lambda s: None)
     ids = [encode_prompt(pair.tokenizer, p) for p in prompts(a.prompts, a.per_category)]
     rows = []
     for t in a.trees:
@@ -53,7 +54,8 @@ def main():
                 s = [e for e in stream(pair, p, cfg) if isinstance(e, Summary)][0]
                 tokens, passes = tokens + s.tau * s.cycles, passes + s.cycles
             # Summary's tau pooled over prompts: (passes + accepted drafts) / passes
-            rows.append({"tree": t, "temperature": temp, "tau": tokens / passes, "prompts": len(ids)})
+            rows.append({"tree": t, "temperature": temp, "tau": tokens / passes, "prompts": len(ids),
+                         "draft": a.draft or "shipped"})
             print(json.dumps(rows[-1]), flush=True)
     if a.out:
         json.dump(rows, open(a.out, "w"), indent=1)
