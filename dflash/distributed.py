@@ -60,12 +60,9 @@ def init(backend: str = "any") -> mx.distributed.Group:
 
 
 def spmd_config(cfg: GenerationConfig) -> GenerationConfig:
-    """Verify shapes fixed in advance: the adaptive planners choose from timings, which differ
-    from rank to rank, and ranks running passes of different shapes would hang."""
-    if cfg.adaptive:
-        raise ValueError("an adaptive block size (--block-size auto) does not run with --distributed "
-                         "(each rank would pick its own length from its own timings): give a number")
-    return replace(cfg, tree=0) if cfg.tree is None and cfg.wants_tree() else cfg
+    """The settings every rank runs: all of them, the adaptive ones included (each rank's
+    planner works from rank 0's cost measurements, and its choices are checked: Agreement)."""
+    return cfg
 
 
 def rank0_only(group, log: Callable[[str], None]) -> Callable[[str], None]:
@@ -160,22 +157,60 @@ def _own_the_sums(model, group) -> None:
 
 class Agreement:
     """`agree(cycle, finish)`, once per engine cycle on every rank: raises RankMismatch on all
-    ranks when any took another decision (one all_gather of a 4-byte digest per cycle)."""
+    ranks when any took another decision (one all_gather of a 4-byte digest per cycle). For
+    the adaptive planners: `same` (rank 0's cost measurements everywhere) and `planner`."""
 
     def __init__(self, group):
         self.group = group
 
     def __call__(self, c: Cycle, finish: Optional[str]) -> None:
         decision = (c.drafted, c.parents, c.path, c.accepted, tuple(t.id for t in c.committed), finish)
-        digest = zlib.crc32(repr(decision).encode()) & 0x7FFFFFFF
+        self.check(decision, f"the accept decision of cycle {c.index}")
+
+    def check(self, value, what: str) -> None:
+        """Raises RankMismatch on every rank unless all ranks hold the same `value`."""
+        digest = zlib.crc32(repr(value).encode()) & 0x7FFFFFFF
         seen = mx.distributed.all_gather(mx.array([digest], dtype=mx.int32), group=self.group).tolist()
         if len(set(seen)) > 1:
             ranks: dict[int, list[int]] = {}
             for rank, d in enumerate(seen):
                 ranks.setdefault(d, []).append(rank)
             sides = " vs ".join("ranks " + ",".join(map(str, r)) for r in ranks.values())
-            raise RankMismatch(f"ranks disagree on the accept decision of cycle {c.index} "
-                               f"({sides}): their outputs would diverge")
+            raise RankMismatch(f"ranks disagree on {what} ({sides}): their outputs would diverge")
+
+    def same(self, ms: float) -> float:
+        """A cost measurement as every rank uses it: rank 0's (measure_costs' `same`)."""
+        return broadcast(self.group, mx.array([ms], dtype=mx.float32)).item()
+
+    def planner(self, planner):
+        return _CheckedPlanner(planner, self)
+
+
+class _CheckedPlanner:
+    """An adaptive planner on a sharded target. Every rank runs its own, on the same costs
+    (rank 0's) and the same observations, so all choose alike; each choice is still compared
+    before a pass of its shape runs (one all_gather), so a rank that chose otherwise stops
+    every rank with RankMismatch instead of leaving them in mismatched collectives."""
+
+    def __init__(self, inner, agree: Agreement):
+        self.inner, self.agree = inner, agree
+
+    @property
+    def max_nodes(self) -> int:
+        return self.inner.max_nodes
+
+    def next_k(self) -> int:
+        k = self.inner.next_k()
+        self.agree.check(k, "the next verify length")
+        return k
+
+    def choose(self, tr):
+        chosen = self.inner.choose(tr)
+        self.agree.check((chosen.tokens, chosen.parents), "the tree to verify")
+        return chosen
+
+    def observe(self, k: int, acc: int) -> None:
+        self.inner.observe(k, acc)
 
 
 def comm_ms(group, hidden_size: int, rows: int, dtype=mx.float32, reps: int = 20) -> float:
@@ -257,7 +292,6 @@ class Leader:
 
     def stream(self, pair, ids: list[int], cfg: GenerationConfig,
                cancel: Optional[threading.Event] = None) -> Iterator:
-        cfg = spmd_config(cfg)  # refused here, before the others hear of it
         _send(self.group, GENERATE, ids, cfg)
         return stream(pair, ids, cfg, cancel=SharedCancel(self.group, cancel))
 

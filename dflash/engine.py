@@ -143,6 +143,8 @@ def _plan(pair, cfg, n_prompt):
         planner = TreePlanner(_costs(pair, B, MAX_TREE))
     elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
         planner = Planner(_costs(pair, B), B)
+    if planner and pair.agree is not None:  # a sharded target: its choices checked on every rank
+        planner = pair.agree.planner(planner)
     return B, nodes, note, planner
 
 
@@ -161,7 +163,8 @@ def _tree_nodes(pair, cfg):
 def _costs(pair, B, tree_nodes=None) -> dict:
     """Measured forward costs for the planners, once per pair and verify shape."""
     if pair.costs is None or (pair.costs.get("block_size"), pair.costs.get("tree_nodes")) != (B, tree_nodes):
-        pair.costs = dict(measure_costs(pair, B, tree_nodes=tree_nodes), block_size=B, tree_nodes=tree_nodes)
+        same = pair.agree.same if pair.agree is not None else None  # a sharded target: rank 0's
+        pair.costs = dict(measure_costs(pair, B, tree_nodes=tree_nodes, same=same), block_size=B, tree_nodes=tree_nodes)
     return pair.costs
 
 

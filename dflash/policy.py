@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -56,12 +56,14 @@ MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not m
 
 
 def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
-                  tree_nodes: Optional[int] = None) -> dict:
+                  tree_nodes: Optional[int] = None, same: Optional[Callable[[float], float]] = None) -> dict:
     """Median ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
     (n in TREE_SIZES up to tree_nodes), chain_ms[n] a chain pass of n drafts, and draft_ms one
-    draft plus its tree build, what `TreePlanner` weighs. Measured once per pair."""
+    draft plus its tree build, what `TreePlanner` weighs. Measured once per pair. `same` maps
+    each median to the one every rank uses (a sharded target: rank 0's, so that all ranks take
+    the same decisions and run the same passes)."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter
@@ -77,7 +79,8 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
             t = time.perf_counter()
             mx.eval(fn())
             times.append((time.perf_counter() - t) * 1000)
-        return sorted(times[1:])[reps // 2]
+        ms = sorted(times[1:])[reps // 2]
+        return same(ms) if same else ms
 
     def verify(k, tree=None):
         def run():

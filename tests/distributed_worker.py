@@ -35,7 +35,8 @@ def gen(pair, mode: str, max_tokens: int = N, **kw) -> dict:
     events = list(stream(pair, PROMPT, GenerationConfig(mode, max_tokens, **kw)))
     s, last = events[-1], events[-2] if len(events) > 2 else None
     cut = isinstance(last, Cycle) and len(last.committed) < last.accepted + 1  # stopped mid-block
-    return {"ids": list(s.token_ids), "finish": s.finish_reason, "tau": s.tau, "cut": cut}
+    return {"ids": list(s.token_ids), "finish": s.finish_reason, "tau": s.tau, "cut": cut,
+            "verify": s.verify}
 
 
 def first_new(ids: list[int], start: int) -> int:
@@ -53,6 +54,10 @@ def run_family(family: str, group, drafter_seed: int) -> dict:
     out["random_chain"] = gen(pair, "dflash", block_size=4, tree=0)
     if pair.target.tree_capable:
         out["random_tree"] = gen(pair, "dflash", tree=8)
+    # the planners: rank 0's measured costs on every rank, each choice checked
+    out["random_auto"] = gen(pair, "dflash")  # tree size per cycle (a chain for qwen3_5)
+    out["random_adaptive"] = gen(pair, "dflash", adaptive=True, tree=0)
+    out["auto_verify"] = {k: out[k]["verify"] for k in ("random_auto", "random_adaptive")}
     # the target's own continuation with errors: long accepted runs, then rejections
     real = pair.drafter
     pair.target.tap_ids, pair.drafter = [0], OracleDrafter(PROMPT + ref["ids"], 8, 0.3, random.Random(0))

@@ -47,8 +47,11 @@ def test_sharded_dflash_is_target_only():
     for family, out in doc.items():
         ref = out["target"]["ids"][:24]
         runs = [k for k in out if k.startswith(("random_", "oracle_"))]
-        assert runs == (["random_chain", "random_tree", "oracle_chain", "oracle_tree"]
-                        if family != "qwen3_5" else ["random_chain", "oracle_chain"])
+        assert runs == (["random_chain", "random_tree", "random_auto", "random_adaptive", "oracle_chain",
+                         "oracle_tree"] if family != "qwen3_5" else
+                        ["random_chain", "random_auto", "random_adaptive", "oracle_chain"])
+        assert out["auto_verify"] == {"random_auto": "tree auto" if family != "qwen3_5" else "chain 5",
+                                      "random_adaptive": "chain auto"}, family
         for k in runs:
             assert out[k]["ids"] == ref, (family, k)
         assert 1 < out["oracle_chain"]["tau"] < 4, family  # accepted runs and rejections
@@ -74,7 +77,7 @@ def test_cli_generate_distributed(tmp_path):
                "--prompt", "t5 t9 t17 t23", "--no-chat-template", "--max-tokens", "12", "--distributed")
     assert "exited with code" not in r.stdout + r.stderr, r.stdout + r.stderr
     [summary] = [e for e in json_lines(r.stdout) if e["kind"] == "summary"]
-    assert summary["tokens"] == 12 and summary["verify"] == "chain 5"  # no tree planner: it times each rank
+    assert summary["tokens"] == 12 and summary["verify"] == "tree auto"  # the planner, on rank 0's costs
     assert r.stderr.count("target sharded over 2 processes (any)") == 1
 
 
@@ -84,11 +87,6 @@ def test_refusals(tmp_path):
         distributed.shard_pair(pair, group=None)
     with pytest.raises(ValueError, match="run under mlx.launch"):
         distributed.init("ring")
-    from dflash.config import GenerationConfig
-
-    with pytest.raises(ValueError, match="--block-size auto"):
-        distributed.spmd_config(GenerationConfig(adaptive=True))
-    assert distributed.spmd_config(GenerationConfig()).tree == 0
 
 
 def test_bench_distributed_records_the_sharding(tmp_path):

@@ -9,8 +9,8 @@
 #   call k (k = 0..N-1), carry [".gpux/cNN"]:  bash lab/bench/h200.sh stash NN
 #   last call (timeout_s 600):                 bash lab/distributed/nccl-x2.sh 560
 # Writes to $OUT: one-gpu-smollm2.json and nccl-x2-smollm2.json (bench: target-only vs DFlash on
-# the embedded pair, alone and sharded over the two GPUs; fixed shapes: a chain of 16, since
-# --distributed takes no adaptive settings), passes-qwen3-8b-1gpu.json and
+# the embedded pair, alone and sharded over the two GPUs; a chain of 16 in both, so that the
+# pass costs compare; TREE=auto for the planner's choice instead), passes-qwen3-8b-1gpu.json and
 # passes-qwen3-8b-nccl-x2.json (a Qwen3-8B-shaped random bf16 target: ms per k-token pass,
 # k = 1..32, and, sharded, the all_sum cost per pass). Extra ARGS go to both bench runs.
 set -uo pipefail
@@ -23,7 +23,8 @@ LAUNCH=(python3 -c 'import sys; from mlx._distributed_utils.launch import main; 
 left() { echo $(( budget - $(date +%s) + T0 )); }
 nvidia-smi -L
 python3 -c "import mlx.core as mx; print('nccl in this MLX build:', mx.distributed.is_available('nccl'))"
-BENCH=(-m dflash bench --suite all --prompts-limit 4 --repeat 1 --max-tokens 128 --tree 0 --block-size 16 "$@")
+BENCH=(-m dflash bench --suite all --prompts-limit 4 --repeat 1 --max-tokens 128 ${TREE:+--tree $TREE} "$@")
+[ -z "${TREE:-}" ] && BENCH+=(--tree 0 --block-size 16)
 timeout "$(left)" python3 "${BENCH[@]}" --out "$OUT/one-gpu-smollm2.json" 2>&1 | grep -v '^\[' | tail -n 12
 timeout "$(left)" "${LAUNCH[@]}" "${BENCH[@]}" --distributed nccl --out "$OUT/nccl-x2-smollm2.json" 2>&1 |
   grep -v '^\[' | tail -n 16
