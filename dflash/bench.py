@@ -638,7 +638,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         if group is not None:
             if a.peer:
                 raise ValueError("--peer does not run with --distributed")
-            cfg, log = distributed.spmd_config(cfg), distributed.rank0_only(group, log)
+            log = distributed.rank0_only(group, log)
         suites = load_suites(list(SUITES) if a.suite == "all" else [a.suite], a.prompts, a.prompts_limit)
         if load is None:
             from .load import load_pair as load

@@ -79,7 +79,7 @@ def generate_main(argv=None) -> int:
         cfg = config_from_args(a, a.mode).validate()
         group = distributed.init(a.distributed) if a.distributed else None
         if group is not None:
-            cfg, log = distributed.spmd_config(cfg), distributed.rank0_only(group, log)
+            log = distributed.rank0_only(group, log)
         pair = load_pair(a.model, a.draft, a.mode, progress=log)
         if group is not None:
             distributed.shard_pair(pair, group)

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import zlib
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Callable, Iterator, Optional
 
 import mlx.core as mx
@@ -57,12 +57,6 @@ def init(backend: str = "any") -> mx.distributed.Group:
     if group.size() < 2:
         raise ValueError("--distributed needs 2 or more processes: start them with mlx.launch")
     return group
-
-
-def spmd_config(cfg: GenerationConfig) -> GenerationConfig:
-    """The settings every rank runs: all of them, the adaptive ones included (each rank's
-    planner works from rank 0's cost measurements, and its choices are checked: Agreement)."""
-    return cfg
 
 
 def rank0_only(group, log: Callable[[str], None]) -> Callable[[str], None]:
