@@ -236,7 +236,6 @@ COMM_MEASURED = ("before the run: the median of 20 all_sums of a [1, k, hidden] 
                  "also wait for the slowest rank's compute, which this does not include")
 
 
-
 # ---- serving: rank 0 feeds the other ranks its requests ----
 
 STOP, GENERATE, PREFILL = 0, 1, 2  # what rank 0 asks the others to run
