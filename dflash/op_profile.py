@@ -1,8 +1,9 @@
 """Where a target pass spends its time, by kind of op (`bench --profile`'s per-op table).
 
 MLX evaluates a pass's graph lazily, in one go, so op kinds cannot be told apart inside a normal
-pass. Here a separate pass runs with barriers: each of the target's modules below is swapped
-for a wrapper that evaluates its inputs (charging the time since the previous barrier to
+pass. Here a separate pass runs with barriers: each of the target's modules below (and
+target.py's RoPE table functions, where the CPU rotates q and k by table) is swapped for a
+wrapper that evaluates its inputs (charging the time since the previous barrier to
 "elementwise"), then its output (charging the module's kind). What no wrapper covers falls
 between barriers: residual adds, SwiGLU, q/k norms, reshapes, transposes, padding. Each barrier
 is one `mx.eval`, whose own cost lands in the kind it closes, so the barriered pass is slower
@@ -16,6 +17,9 @@ from statistics import median
 from time import perf_counter
 
 import mlx.core as mx
+import mlx.nn as nn
+
+from . import target as target_module
 
 KINDS = ("embedding", "norm", "matmul", "rope", "attention", "kv_cache", "elementwise", "logits")
 _LAYER_MODULES = {
@@ -51,9 +55,13 @@ class _Clock:
 def _swaps(target, cache: list, clock: _Clock) -> list[tuple[object, str, object]]:
     """(owner, attribute, wrapper) for every swapped callable of a llama-family target."""
     swaps = [(target, "embed", "embedding"), (target.backbone, "norm", "norm"),
-             (target, "logits", "logits"), (target, "_attend", "attention")]
+             (target, "logits", "logits"), (target, "_attend", "attention"),
+             (target, "_rope_table", "rope"), (target_module, "_rotate", "rope")]
+    by_table = target_module._rope_by_table(target.layers[target._kv_idx].self_attn.rope)
     for layer in target.layers:
         for path, kind in _LAYER_MODULES.items():
+            if path == "self_attn.rope" and by_table:  # rotated by _rotate: a wrapper here would
+                continue                               # send the pass down mx.fast.rope
             *parents, name = path.split(".")
             owner = layer
             for p in parents:
@@ -70,13 +78,16 @@ def _instrumented(target, cache: list, clock: _Clock):
     originals = [(o, n, getattr(o, n), n in vars(o)) for o, n, _ in swaps]
     try:
         for o, n, w in swaps:
-            object.__setattr__(o, n, w)  # an instance attribute shadows the module's entry
+            _set(o, n, w)
         yield
     finally:
         for o, n, orig, own in reversed(originals):
-            object.__delattr__(o, n)
-            if own:
-                object.__setattr__(o, n, orig)
+            _set(o, n, orig) if own else object.__delattr__(o, n)
+
+
+def _set(owner, name: str, value) -> None:
+    """On an nn.Module, an instance attribute that shadows the module's own entry."""
+    (object.__setattr__ if isinstance(owner, nn.Module) else setattr)(owner, name, value)
 
 
 def op_kinds(target, cache: list, forward, undo, k: int, reps: int) -> dict:

@@ -8,6 +8,7 @@ outputs of the tapped layers, walking mlx-lm's own layer objects (no class is pa
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Optional
 
@@ -68,6 +69,12 @@ class Target:
             self.row_tile = row_tile
             self._attend = partial(_attention_rows_invariant, tile=row_tile)
 
+    def _rope_table(self, offset: int, L: int):
+        """The pass's RoPE table, built once for all layers where they rotate by table (else None)."""
+        if self._attend is None or not _rope_by_table(rope := self.layers[self._kv_idx].self_attn.rope):
+            return None
+        return _rope_table(rope, mx.arange(offset, offset + L))
+
     @property
     def is_hybrid(self) -> bool:
         return bool(self._linear)
@@ -99,11 +106,12 @@ class Target:
         fa_mask = create_attention_mask(h, cache[self._kv_idx])
         ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
         taps, tapes = {}, {}
+        table = self._rope_table(cache[self._kv_idx].offset, L)
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
             if record and i in self._linear:
                 h, tapes[i] = _decoder_layer_recorded(layer, h, c)
             elif self._attend is not None:
-                h = _decoder_layer_with(layer, h, c, self._attend, rows=L)
+                h = _decoder_layer_with(layer, h, c, self._attend, rows=L, rope_table=table)
             else:
                 h = layer(h, ssm_mask if i in self._linear else fa_mask, c)
             if i in self.tap_ids:
@@ -158,10 +166,11 @@ def _decoder_layer_recorded(layer, x, cache):
 
 
 def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = None,
-                        rows: Optional[int] = None):
+                        rows: Optional[int] = None, rope_table=None):
     """mlx-lm's llama / qwen2 / qwen3(_moe) DecoderLayer with attention done by `attend`;
     depth: a tree pass, row i at position cache.offset + depth[i]; rows: x's real rows, the
-    rest zero padding (cpu_rows.py) that the projections see and attention does not."""
+    rest zero padding (cpu_rows.py) that the projections see and attention does not;
+    rope_table: the pass's _rope_table where the CPU rotates by table (else built here)."""
     a = layer.self_attn
     B, P, _ = x.shape
     L = rows or P
@@ -172,7 +181,10 @@ def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = Non
     if hasattr(a, "q_norm"):  # qwen3
         q, k = a.q_norm(q), a.k_norm(k)
     q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
-    if depth is None:
+    if _rope_by_table(a.rope, q.shape[-1]):
+        positions = mx.arange(cache.offset, cache.offset + L) if depth is None else cache.offset + depth
+        q, k = _rotate(q, k, rope_table or _rope_table(a.rope, positions))
+    elif depth is None:
         q, k = a.rope(q, offset=cache.offset), a.rope(k, offset=cache.offset)
     else:
         q, k = _rope_at(a.rope, q, cache.offset + depth), _rope_at(a.rope, k, cache.offset + depth)
@@ -185,6 +197,31 @@ def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = Non
 def _rope_at(rope, x, positions: mx.array):
     """RoPE with one position per row: rows become the batch axis, which takes an offset each."""
     return rope(x.transpose(2, 1, 0, 3), offset=positions).transpose(2, 1, 0, 3)
+
+
+def _rope_by_table(rope, head_dim: Optional[int] = None) -> bool:
+    """Whether q and k rotate by _rope_table: plain rotate-half RoPE over the whole head, on the
+    CPU, where mx.fast.rope is a graph of ~15 ops that rebuilds the table for every q and k."""
+    return (type(rope) is nn.RoPE and not rope.traditional and head_dim in (None, rope.dims)
+            and mx.default_device() == mx.cpu)
+
+
+def _rope_table(rope, positions: mx.array) -> tuple[mx.array, mx.array]:
+    """(cos, sin) [L, dims/2] at integer positions [L]. Every entry depends on its position
+    only, so a token rotates bitwise the same alone, in a block and in a tree."""
+    half = rope.dims // 2
+    inv = mx.exp(mx.arange(half, dtype=mx.float32) * (-math.log(rope.base) / half)) * rope.scale
+    angles = positions.astype(mx.float32)[:, None] * inv
+    return mx.cos(angles), mx.sin(angles)
+
+
+def _rotate(q: mx.array, k: mx.array, table) -> tuple[mx.array, mx.array]:
+    """q [B, Hq, L, D] and k [B, Hkv, L, D] rotated together by a _rope_table (rotate-half)."""
+    cos, sin = table
+    x = mx.concatenate([q, k], axis=1)
+    x1, x2 = x[..., : cos.shape[-1]], x[..., cos.shape[-1] :]
+    x = mx.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return x[:, : q.shape[1]], x[:, q.shape[1] :]
 
 
 def _attention_rows_invariant(q, k, v, scale, tile: int = 0):

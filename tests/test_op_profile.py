@@ -5,6 +5,7 @@ import mlx.core as mx
 import pytest
 
 from dflash import op_profile
+from dflash import target as target_module
 from dflash.target import Target
 from tests.tiny import tiny_model
 
@@ -31,7 +32,8 @@ def test_op_kinds_time_every_kind_and_leave_the_target_unchanged(family, tied):
     plain = forward(3) and seen.pop()
     drop((3,))
     layer = t.layers[0]
-    before = [dict(vars(o)) for o in (t, t.backbone, layer, layer.self_attn, layer.mlp, cache[0])]
+    owners = (t, t.backbone, layer, layer.self_attn, layer.mlp, cache[0], target_module)
+    before = [dict(vars(o)) for o in owners]
     o = op_profile.op_kinds(t, cache, forward, drop, 3, reps=2)
     assert set(o["ms"]) == set(op_profile.KINDS)
     for kind in ("norm", "matmul", "rope", "attention", "kv_cache", "logits"):
@@ -40,6 +42,5 @@ def test_op_kinds_time_every_kind_and_leave_the_target_unchanged(family, tied):
     assert sum(o["share"].values()) == pytest.approx(1.0)
     assert all(mx.array_equal(s, plain).item() for s in seen)  # barriers change no bit
     assert cache[0].offset == ids.shape[1]
-    after = [dict(vars(o)) for o in (t, t.backbone, layer, layer.self_attn, layer.mlp, cache[0])]
-    assert after == before
+    assert [dict(vars(o)) for o in owners] == before
     assert mx.array_equal(t.forward(mx.array([[8] * 3]), cache)[0], plain).item()
