@@ -521,11 +521,11 @@ def _print_ops(prof: dict, file) -> None:
     ops = prof.get("op_kinds")
     if not ops:
         return
-    plain = {"1": prof["target_step_ms"], **prof["verify_ms"]}
-    print("  per op kind, one barriered pass each (ms, share):", file=file)
+    plain = {**prof["verify_ms"], "1": prof["target_step_ms"]}
+    print("  per op kind of a k-token pass, mx.eval barriers between kinds (ms, share):", file=file)
     for k, o in ops.items():
         cells = "  ".join(f"{kind} {ms:.1f} {o['share'][kind]:.0%}" for kind, ms in o["ms"].items())
-        print(f"    {k:>2} tokens: {cells}; barriered {o['barriered_ms']:.1f} vs plain "
+        print(f"    k={k:>2}: {cells}; barriered {o['barriered_ms']:.1f} vs plain "
               f"{plain.get(k, float('nan')):.1f}", file=file)
 
 
