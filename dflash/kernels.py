@@ -28,7 +28,8 @@ _SOURCE = """
         qv[i] = static_cast<float>(q[h * q_strides[1] + r * q_strides[2] + (lane * PER + i) * q_strides[3]]) * sc;
         o[i] = 0.f;
     }
-    float m = -inf, l = 0.f;
+    const float neg_inf = -__int_as_float(0x7f800000);
+    float m = neg_inf, l = 0.f;
     for (int j = warp; j < S; j += WARPS) {
         if (j >= C && !mask[r * R + (j - C)]) continue;  // the same for the whole warp
         const auto kj = kvh * k_strides[1] + j * k_strides[2];
@@ -46,7 +47,7 @@ _SOURCE = """
     for (int i = 0; i < PER; ++i) so[warp][lane * PER + i] = o[i];
     __syncthreads();
     if (warp != 0) return;
-    float M = -inf;
+    float M = neg_inf;
     for (int w = 0; w < WARPS; ++w) M = fmaxf(M, sm[w]);
     float L = 0.f;
     for (int w = 0; w < WARPS; ++w) L += sl[w] * __expf(sm[w] - M);
