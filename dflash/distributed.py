@@ -203,8 +203,8 @@ class _CheckedPlanner:
         self.agree.check((chosen.tokens, chosen.parents), "the tree to verify")
         return chosen
 
-    def observe(self, k: int, acc: int) -> None:
-        self.inner.observe(k, acc)
+    def observe(self, k: int, acc: int, ms=None) -> None:
+        self.inner.observe(k, acc, None if ms is None else self.agree.same(ms))  # rank 0's cost
 
 
 def comm_ms(group, hidden_size: int, rows: int, dtype=mx.float32, reps: int = 20) -> float:

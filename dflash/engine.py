@@ -102,7 +102,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
                 target, drafter, cache, context, sampler, out, staged, k)
         k = len(drafted) + 1
         if planner:
-            planner.observe(k, acc)
+            planner.observe(k, acc, 1000 * sum(times))
         total_accepted += acc
         c = Cycle(len(cycles), k, drafted, acc, committed, *times, perf_counter() - t0,
                   len(out.ids), total_accepted, *shape)

@@ -166,7 +166,9 @@ class Planner:
     def next_k(self) -> int:
         return self.B if self.cycles >= self.probe_at else (self.choice or 1)
 
-    def observe(self, k: int, acc: int) -> None:
+    def observe(self, k: int, acc: int, ms: Optional[float] = None) -> None:
+        """After each cycle: k tokens verified, acc accepted (ms, the cycle's real cost: unused,
+        the chain's costs are its measured ones)."""
         probe = self.cycles >= self.probe_at
         self.cycles += 1
         for i in range(self.B - 1):  # position i+1 was verified if i < k-1; accepted if acc > i
@@ -181,6 +183,7 @@ class Planner:
 
 
 RATE_WEIGHT = 0.2  # TreePlanner: a drafted cycle's weight in the moving mean of the best rate
+COST_WEIGHT = 0.1  # TreePlanner: a cycle's weight in the moving ratio of real to measured cost
 
 
 class TreePlanner:
@@ -195,7 +198,10 @@ class TreePlanner:
     `decay`). Each drafted cycle verifies the shape with the most expected tokens per second.
     When the best shape, averaged over recent cycles, loses to a plain target step by the NOISE
     margin, plain steps run, with probes spaced as in Planner (the extra cost of a probe is that
-    of the shape the last one verified).
+    of the shape the last one verified). The costs were measured on bare passes; a real cycle
+    also pays the host's work around them (the tree's build, syncs, the emitted events), so
+    each kind of cycle's real time, when the engine gives it, scales its measured cost: drafted
+    cycles by one moving ratio, plain steps by another (the drafted one until a plain step ran).
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
@@ -205,13 +211,18 @@ class TreePlanner:
         self.best_rate = math.inf  # moving mean of each drafted cycle's best tokens/ms
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
         self.cycles, self.probe_at = 0, 0
+        self.slow_cycle, self.slow_step = 1.0, None  # real / measured cost, drafted and plain
 
     @property
     def max_nodes(self) -> int:
         return self.sizes[-1]
 
+    def step_ms(self) -> float:
+        """A plain target step's cost as the loop pays it."""
+        return self.costs["step_ms"] * (self.slow_step or self.slow_cycle)
+
     def pays(self) -> bool:
-        return self.best_rate >= NOISE / self.costs["step_ms"]
+        return self.best_rate >= NOISE / self.step_ms()
 
     def next_k(self) -> int:
         """Tokens to verify next: a tree of up to max_nodes (+ the staged token), or 1 (a plain
@@ -227,7 +238,7 @@ class TreePlanner:
         shapes = [(n, False, tree_exp[n], ms) for n, ms in self.costs["verify_ms"].items() if n < len(tr)]
         shapes += [(n, True, chain_exp[n], ms) for n, ms in self.costs.get("chain_ms", {}).items()
                    if n < len(spine)]
-        rate = [(1 + scale * e) / (ms + draft_ms) for _, _, e, ms in shapes]
+        rate = [(1 + scale * e) / ((ms + draft_ms) * self.slow_cycle) for _, _, e, ms in shapes]
         best = int(np.argmax(rate))
         n, is_chain, self._expected, ms = shapes[best]
         self.best_rate = rate[best] if math.isinf(self.best_rate) else (
@@ -235,9 +246,16 @@ class TreePlanner:
         self._cycle_ms = ms + draft_ms
         return tr.path(spine[: n + 1]) if is_chain else tr.prefix(n)
 
-    def observe(self, k: int, acc: int) -> None:
-        """After each cycle: k tokens verified (1: a plain step), acc drafts accepted."""
+    def observe(self, k: int, acc: int, ms: Optional[float] = None) -> None:
+        """After each cycle: k tokens verified (1: a plain step), acc drafts accepted, and the
+        cycle's real cost in ms if known."""
         self.cycles += 1
+        if ms is not None:  # clipped: one outlier (a first-use compile) moves a ratio by <= 0.2
+            ratio = min(max(ms / (self.costs["step_ms"] if k == 1 else self._cycle_ms), 1 / 3), 3.0)
+            if k == 1:
+                self.slow_step = (1 - COST_WEIGHT) * (self.slow_step or self.slow_cycle) + COST_WEIGHT * ratio
+            else:
+                self.slow_cycle = (1 - COST_WEIGHT) * self.slow_cycle + COST_WEIGHT * ratio
         if k == 1:
             return
         self.predicted = self.decay * self.predicted + self._expected
@@ -245,6 +263,6 @@ class TreePlanner:
         if self.pays():
             self.interval = self.base
         else:  # a losing probe: the next one comes later, never sooner than its cost allows
-            min_gap = math.ceil((self._cycle_ms / self.costs["step_ms"] - 1) / (NOISE - 1))
+            min_gap = math.ceil((self._cycle_ms * self.slow_cycle / self.step_ms() - 1) / (NOISE - 1))
             self.interval = max(min(2 * self.interval, self.max_interval), min_gap)
             self.probe_at = self.cycles + self.interval

@@ -165,6 +165,27 @@ def test_tree_planner_calibrates_and_falls_back_to_plain_steps():
     assert len(probes) >= 4 and max(gaps[-3:]) <= 65  # the longest interval, + the probe
 
 
+def test_tree_planner_weighs_what_cycles_really_cost():
+    """Measured on bare passes, a 32-node tree (2 accepts a cycle) loses to a plain step; in the
+    loop plain steps cost 2.2x their measure and trees 1.6x, so trees win: the planner learns it."""
+    from dflash.policy import TreePlanner
+
+    costs = {"step_ms": 5.0, "verify_ms": {32: 12.0}, "draft_ms": 3.0}
+    tr = _tree([0.5] * 4, n=32)
+
+    def run(real_costs: bool) -> list[int]:
+        tp, ks = TreePlanner(costs), []
+        for _ in range(300):
+            k = tp.next_k()
+            k = len(tp.choose(tr)) if k > 1 else 1
+            tp.observe(k, 2 if k > 1 else 0, (24.0 if k > 1 else 11.0) if real_costs else None)
+            ks.append(k)
+        return ks
+
+    assert run(real_costs=False)[-100:].count(1) >= 90  # by the bare measures: plain steps
+    assert run(real_costs=True)[-100:].count(33) >= 95  # by what the loop pays: trees
+
+
 def test_tree_costs_are_measured_on_the_pair():
     pair = tiny_pair("qwen3", tiny_drafter(block_size=8))
     costs = measure_costs(pair, 8, context=16, reps=1, tree_nodes=12)
