@@ -288,11 +288,15 @@ def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFI
 
 
 def _add_overheads(prof: dict, row: dict) -> dict:
-    """Host overhead = wall time per cycle of a generation run right after - isolated model work."""
+    """Host overhead = wall time per cycle of a generation run right after - isolated model work;
+    None where that run's passes were not the profiled chain (a tree or plain steps: the planner's)."""
     d, t = row["dflash"], row["target"]
+    per_pass = d.get("tokens_verified")
+    chain = per_pass is None or abs(per_pass - prof["block_size"]) < 0.5
     prof.update({
         "dflash_cycle_ms": d["cycle_ms"],
-        "host_overhead_ms": d["cycle_ms"] - prof["model_cycle_ms"],
+        "dflash_tokens_per_pass": per_pass,
+        "host_overhead_ms": d["cycle_ms"] - prof["model_cycle_ms"] if chain else None,
         "target_cycle_ms": t["cycle_ms"],
         "target_host_overhead_ms": t["cycle_ms"] - prof["target_step_ms"],
         # the loop's own work outside the two passes (commit, rollback, events), by its timers
@@ -497,7 +501,7 @@ def print_table(doc: dict, file=None) -> None:
               f"verify by k {{{v}}}; draft {prof['draft_ms']:.2f}; rollback {prof['rollback_ms']:.2f}\n"
               f"  model work per cycle {prof['model_cycle_ms']:.1f} = {prof['break_even_tau']:.2f} target steps "
               f"(break-even tau); measured cycle {prof['dflash_cycle_ms']:.1f} -> host overhead "
-              f"{prof['host_overhead_ms']:.1f} per cycle, {prof['target_host_overhead_ms']:.2f} per target step",
+              f"{_overhead(prof)} per cycle, {prof['target_host_overhead_ms']:.2f} per target step",
               file=file)
         if "graph_build_ms" in prof:  # older JSON files lack these
             b = prof["graph_build_ms"]
@@ -527,6 +531,13 @@ def _print_ops(prof: dict, file) -> None:
         cells = "  ".join(f"{kind} {ms:.1f} {o['share'][kind]:.0%}" for kind, ms in o["ms"].items())
         print(f"    k={k:>2}: {cells}; barriered {o['barriered_ms']:.1f} vs plain "
               f"{plain.get(k, float('nan')):.1f}", file=file)
+
+
+def _overhead(prof: dict) -> str:
+    if prof["host_overhead_ms"] is not None:
+        return f"{prof['host_overhead_ms']:.1f}"
+    return (f"n/a (its passes verified {prof['dflash_tokens_per_pass']:.2f} tokens on average, "
+            f"not the profiled {prof['block_size']})")
 
 
 def _print_host(doc: dict, prof: dict, file) -> None:

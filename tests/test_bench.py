@@ -166,6 +166,19 @@ def test_profile_names_the_host_and_warns_when_dflash_cannot_pay(capsys):
         assert "padded to 8" in out and ("cannot pay" in out) == warned
 
 
+def test_host_overhead_only_against_the_profiled_chain():
+    """A run whose planner took plain steps or trees is not the profiled chain's cycle."""
+    for per_pass, expect in ((5.1, 20.0), (1.15, None), (None, 20.0)):
+        prof = {"block_size": 5, "model_cycle_ms": 100.0, "target_step_ms": 50.0}
+        row = {"dflash": {"cycle_ms": 120.0, "tokens_verified": per_pass, "rollback_ms": 1.0,
+                          "untimed_ms": 0.5, "tau": 2.0}, "target": {"cycle_ms": 51.0}}
+        if per_pass is None:
+            del row["dflash"]["tokens_verified"]
+        prof = bench._add_overheads(prof, row)
+        assert prof["host_overhead_ms"] == (pytest.approx(expect) if expect else None)
+        assert ("n/a" in bench._overhead(prof)) == (expect is None)
+
+
 def test_cuda_command_buffer_defaults(monkeypatch):
     """On an MLX CUDA build backend.setup() raises MLX's command-buffer sizes before mlx loads,
     unless the environment already says; on other builds it sets nothing."""
