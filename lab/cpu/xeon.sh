@@ -12,13 +12,29 @@
 #   bash lab/cpu/xeon.sh bench 300 [bench ARGS]     (default ARGS: $DEFAULT_ARGS below)
 #   -> $OUT/xeon-cpu-2core.json (+ .log, .html), xeon-op-probe.log, xeon-rows-probe.log
 #   (install ~30 s, op_probe.py <= 90 s, the bench <= 300 s, rows_probe.py <= 90 s)
+# Then (or instead), one call, carry [".gpux/cpu"], no model needed:
+#   bash lab/cpu/xeon.sh scores 300   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
-phase=${1:?phase: pack | bench}
+phase=${1:?phase: pack | bench | scores}
 SITE=/tmp/cpusite
 OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
 MODEL=smollm2-135m-instruct-mlx-v1
 DEFAULT_ARGS="--prompts-limit 2 --repeat 1"  # 6 prompts (2 per suite): ~200 s at ~90 ms a step
+
+install() {  # the carried wheels and OpenBLAS (NOINSTALL=1: use this machine's own)
+  export PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=2
+  [ -n "${NOINSTALL:-}" ] && return 0
+  rm -rf $SITE && mkdir -p $SITE && xz -dc .gpux/cpu/cpu.tar.xz | tar -C $SITE -xf - || return 1
+  [ -e $OB ] || { mkdir -p ${OB%/*} && cp $SITE/libopenblasp-r0.3.21.so $OB; } || return 1
+  # OpenBLAS needs libgfortran.so.5: the wheel's copy where the system has none
+  if ! ldconfig -p | grep -q 'libgfortran.so.5 '; then
+    mkdir -p $SITE/sys && ln -sf $SITE/mlx_cpu.libs/libgfortran-*.so.5* $SITE/sys/libgfortran.so.5 &&
+      ln -sf $SITE/mlx_cpu.libs/libquadmath-*.so.0* $SITE/sys/libquadmath.so.0
+    export LD_LIBRARY_PATH=$SITE/sys:${LD_LIBRARY_PATH:-}
+  fi
+  export PYTHONPATH=$SITE:$PWD  # not /tmp/site: its mlx-cuda-13 would count as a CUDA build
+}
 
 case $phase in
 pack)
@@ -36,18 +52,8 @@ pack)
 bench)
   budget=${2:?seconds for the bench}; shift 2
   args=${*:-$DEFAULT_ARGS}
-  export DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache} PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=2
-  if [ -z "${NOINSTALL:-}" ]; then
-    rm -rf $SITE && mkdir -p $SITE && xz -dc .gpux/cpu/cpu.tar.xz | tar -C $SITE -xf - || exit 1
-    [ -e $OB ] || { mkdir -p ${OB%/*} && cp $SITE/libopenblasp-r0.3.21.so $OB; } || exit 1
-    # OpenBLAS needs libgfortran.so.5: the wheel's copy where the system has none
-    if ! ldconfig -p | grep -q 'libgfortran.so.5 '; then
-      mkdir -p $SITE/sys && ln -sf $SITE/mlx_cpu.libs/libgfortran-*.so.5* $SITE/sys/libgfortran.so.5 &&
-        ln -sf $SITE/mlx_cpu.libs/libquadmath-*.so.0* $SITE/sys/libquadmath.so.0
-      export LD_LIBRARY_PATH=$SITE/sys:${LD_LIBRARY_PATH:-}
-    fi
-    export PYTHONPATH=$SITE:$PWD  # not /tmp/site: its mlx-cuda-13 would count as a CUDA build
-  fi
+  export DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache}
+  install || exit 1
   mkdir -p $DFLASH_CACHE
   if [ ! -e $DFLASH_CACHE/$MODEL/model.safetensors ] && [ ! -e $DFLASH_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
     cat /tmp/chunks/chunk.* | tar -C $DFLASH_CACHE -xf - SmolLM2-135M-Instruct.Q4_1.gguf || exit 1
@@ -65,6 +71,14 @@ bench)
   # which SkylakeX matmuls keep rows exact unpadded (pad 1) vs padded to 8: the next cut
   grep -q avx512f /proc/cpuinfo && timeout 90 $pin python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads 2 --pads 1,8 --max-rows 24 \
     2>&1 | tee $OUT/xeon-rows-probe.log
+  ;;
+scores)
+  # the product's attention-score calls, a token in a block vs alone, every context 1..1099 keys
+  budget=${2:?seconds for the probe}
+  install || exit 1
+  grep -q avx512f /proc/cpuinfo || { echo "no AVX-512 here: SkylakeX cannot run"; exit 1; }
+  timeout $budget taskset -c 0,1 python3 lab/cpu/scores_probe.py SkylakeX --contexts 1:1100 --blocks 5,16 \
+    2>&1 | tee $OUT/xeon-scores-probe.log
   ;;
 *) echo "unknown phase $phase"; exit 2 ;;
 esac
