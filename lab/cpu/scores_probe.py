@@ -8,7 +8,8 @@ target pass whose shape depends on the context.
 A block of L tokens after t committed ones computes scores over t+L keys (padded to KEY_TILE);
 token i of it alone sees t+i+1 keys. `chain` compares each row's scores over its visible keys;
 `ctx` does the same for a tree pass's committed-key scores (the block sees the t committed
-keys only). Keys whose count is a multiple of KEY_TILE reach the BLAS as a transposed view,
+keys only), `tree` for its per-row scores against its ancestors (the block as a chain: row i's
+ancestors are block rows 0..i, gathered per row as target._tree_attention_invariant does). Keys whose count is a multiple of KEY_TILE reach the BLAS as a transposed view,
 the others as a padded copy, so both layouts occur. Prints one JSON line per (mode, L) and a
 summary: the contexts with any differing row.
 """
@@ -63,20 +64,34 @@ def scores(q, keys: int):
     return cpu_rows.scores(q, buf[:, :, None, :keys].swapaxes(-1, -2), tile)
 
 
+def ancestor_scores(q, t: int):
+    """[B, Hkv, G, L, L]: row i against block keys min(j, i) (j > i: padding, masked later)."""
+    L = q.shape[-2]
+    idx = mx.minimum(mx.arange(L)[None], mx.arange(L)[:, None])
+    kb = buf[:, :, t : t + L][:, :, idx]  # [B, Hkv, L, L, D]
+    return cpu_rows.scores(q.swapaxes(2, 3), kb.swapaxes(-1, -2), tile).swapaxes(2, 3)
+
+
 def differing(t: int, L: int, mode: str) -> int:
     """Rows of a block of L after t tokens whose visible scores differ from the token alone."""
     q = q_all[..., :L, :]
-    block = scores(q, t if mode == "ctx" else t + L)
+    if mode == "tree":
+        block = ancestor_scores(q, t)
+    else:
+        block = scores(q, t if mode == "ctx" else t + L)
     bad = []
     for i in range(L):
-        seen = t if mode == "ctx" else t + i + 1
-        alone = scores(q[..., i : i + 1, :], t + i + 1)
-        bad.append(mx.any(block[..., i, :seen] != alone[..., 0, :seen]))
+        alone = scores(q[..., i : i + 1, :], t + i + 1)[..., 0, :]
+        if mode == "tree":
+            bad.append(mx.any(block[..., i, : i + 1] != alone[..., t : t + i + 1]))
+        else:
+            seen = t if mode == "ctx" else t + i + 1
+            bad.append(mx.any(block[..., i, :seen] != alone[..., :seen]))
     return sum(mx.stack(bad).tolist())
 
 
 where = {}
-for mode in ("chain", "ctx"):
+for mode in ("chain", "ctx", "tree"):
     for L in blocks:
         rows = bad = 0
         for t in contexts:

@@ -13,7 +13,7 @@
 #   -> $OUT/xeon-cpu-2core.json (+ .log, .html), xeon-op-probe.log, xeon-rows-probe.log
 #   (install ~30 s, op_probe.py <= 90 s, the bench <= 300 s, rows_probe.py <= 90 s)
 # Then (or instead), one call, carry [".gpux/cpu"], no model needed:
-#   bash lab/cpu/xeon.sh scores 300   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX)
+#   bash lab/cpu/xeon.sh scores 300   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX; ~1-2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
 phase=${1:?phase: pack | bench | scores}
@@ -73,7 +73,7 @@ bench)
     2>&1 | tee $OUT/xeon-rows-probe.log
   ;;
 scores)
-  # the product's attention-score calls, a token in a block vs alone, every context 1..1099 keys
+  # the product's attention-score calls (block, tree) vs the token alone, every context 1..1099
   budget=${2:?seconds for the probe}
   install || exit 1
   grep -q avx512f /proc/cpuinfo || { echo "no AVX-512 here: SkylakeX cannot run"; exit 1; }
