@@ -9,8 +9,9 @@ A block of L tokens after t committed ones computes scores over t+L keys (padded
 token i of it alone sees t+i+1 keys. `chain` compares each row's scores over its visible keys;
 `ctx` does the same for a tree pass's committed-key scores (the block sees the t committed
 keys only), `tree` for its per-row scores against its ancestors (the block as a chain: row i's
-ancestors are block rows 0..i, gathered per row as target._tree_attention_invariant does). Keys whose count is a multiple of KEY_TILE reach the BLAS as a transposed view,
-the others as a padded copy, so both layouts occur. Prints one JSON line per (mode, L) and a
+ancestors are block rows 0..i, gathered per row as target._tree_attention_invariant does).
+Keys whose count is a multiple of KEY_TILE reach the BLAS as a transposed view, the others as
+a padded copy, so both layouts occur. Prints one JSON line per (mode, L) and a
 summary: the contexts with any differing row.
 """
 
@@ -27,9 +28,8 @@ from dflash import backend  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("blas", nargs="?", default="auto")
 ap.add_argument("--tile", type=int, default=None, help="row tile for kernels backend.setup does not know")
-ap.add_argument("--contexts", default="1:1100", help="a:b (every t in [a, b)) or a comma list")
+ap.add_argument("--contexts", default="1:1100", help="a:b[:step] (t in range(a, b, step)) or a comma list")
 ap.add_argument("--blocks", default="5,16")
-ap.add_argument("--max-keys", type=int, default=2048)
 a = ap.parse_args()
 if a.blas in ("auto", "Sandybridge", "SkylakeX"):
     tile = backend.setup(a.blas).row_tile
@@ -46,16 +46,18 @@ from dflash import cpu_rows  # noqa: E402
 
 mx.set_default_device(mx.cpu)
 B, HKV, G, D = 1, 3, 3, 64  # SmolLM2-135M: 9 query heads over 3 kv heads of 64
-if ":" in a.contexts:
-    lo, hi = (int(x) for x in a.contexts.split(":"))
-    contexts = range(lo, hi)
-else:
-    contexts = [int(x) for x in a.contexts.split(",")]
-blocks = [int(x) for x in a.blocks.split(",")]
-if max(contexts) + max(blocks) > a.max_keys:
-    sys.exit(f"--max-keys {a.max_keys} is below the longest context + block")
+try:
+    if ":" in a.contexts:
+        contexts = range(*map(int, a.contexts.split(":")))
+    else:
+        contexts = [int(x) for x in a.contexts.split(",")]
+    blocks = [int(x) for x in a.blocks.split(",")]
+except ValueError:
+    sys.exit(f"--contexts {a.contexts!r} / --blocks {a.blocks!r}: integers, e.g. 1:1100 and 5,16")
+if not contexts or min(contexts) < 0 or not blocks or min(blocks) < 1:
+    sys.exit("no contexts, a negative context or a block under 1")
 # the KV cache: a preallocated buffer that a pass reads as a slice (cache.update_and_fetch)
-buf = mx.random.normal((B, HKV, a.max_keys, D), key=mx.random.key(1))
+buf = mx.random.normal((B, HKV, max(contexts) + max(blocks) + 256, D), key=mx.random.key(1))
 q_all = mx.random.normal((B, HKV, G, max(blocks), D), key=mx.random.key(2)) * D ** -0.5
 mx.eval(buf, q_all)
 
