@@ -31,7 +31,12 @@ def main():
     ap.add_argument("--pads", default="1,4,8,16")
     ap.add_argument("--blas", default="openblas", choices=["openblas", "ref"])
     ap.add_argument("--max-rows", type=int, default=16)
+    ap.add_argument("--shapes", default="", help="comma list of SHAPES names (default: all)")
     a = ap.parse_args()
+    names = [n for n, *_ in SHAPES]
+    shapes = [s for s in SHAPES if s[0] in a.shapes.split(",")] if a.shapes else SHAPES
+    if a.shapes and len(shapes) != len(a.shapes.split(",")):
+        ap.error(f"--shapes: names from {names}")
     if a.coretype:
         os.environ["OPENBLAS_CORETYPE"] = a.coretype
     if a.threads:
@@ -48,7 +53,7 @@ def main():
         return (x @ w)[..., :L, :]
 
     for pad in [int(p) for p in a.pads.split(",")]:
-        for name, K, N, batch in SHAPES:
+        for name, K, N, batch in shapes:
             shp = (batch,) if batch else ()
             R = a.max_rows
             x = mx.random.normal(shp + (R, K), key=mx.random.key(1))

@@ -13,7 +13,8 @@
 #   -> $OUT/xeon-cpu-2core.json (+ .log, .html), xeon-op-probe.log, xeon-rows-probe.log
 #   (install ~30 s, op_probe.py <= 90 s, the bench <= 300 s, rows_probe.py <= 90 s)
 # Then (or instead), one call, carry [".gpux/cpu"], no model needed:
-#   bash lab/cpu/xeon.sh scores 300   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX; ~2-3 min)
+#   bash lab/cpu/xeon.sh scores 400   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX; ~2-3 min),
+#   xeon-rows64-probe.log (rows_probe.py: gate/up and lm_head unpadded, L <= 64, 1 and 2 threads; <= 2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
 phase=${1:?phase: pack | bench | scores}
@@ -80,6 +81,11 @@ scores)
   for ctx in 1:1100 1100:4100:7; do  # every context to 1099, then every 7th to 4099 (each <= budget/2)
     timeout $((budget / 2)) taskset -c 0,1 python3 lab/cpu/scores_probe.py SkylakeX --contexts $ctx --blocks 5,16 2>&1
   done | tee $OUT/xeon-scores-probe.log
+  # the next cut's evidence: gate/up and lm_head unpadded, blocks and trees up to 64 rows
+  for th in 1 2; do
+    timeout 60 taskset -c 0,1 python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads $th --pads 1 \
+      --max-rows 64 --shapes gate/up,lm_head 2>&1
+  done | tee $OUT/xeon-rows64-probe.log
   ;;
 *) echo "unknown phase $phase"; exit 2 ;;
 esac
