@@ -69,11 +69,12 @@ class Target:
             self.row_tile = row_tile
             self._attend = partial(_attention_rows_invariant, tile=row_tile)
 
-    def _rope_table(self, offset: int, L: int):
-        """The pass's RoPE table, built once for all layers where they rotate by table (else None)."""
+    def _rope_table(self, positions: mx.array):
+        """The pass's RoPE table at `positions`, built once for all layers where they rotate by
+        table (else None)."""
         if self._attend is None or not _rope_by_table(rope := self.layers[self._kv_idx].self_attn.rope):
             return None
-        return _rope_table(rope, mx.arange(offset, offset + L))
+        return _rope_table(rope, positions)
 
     @property
     def is_hybrid(self) -> bool:
@@ -106,7 +107,8 @@ class Target:
         fa_mask = create_attention_mask(h, cache[self._kv_idx])
         ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
         taps, tapes = {}, {}
-        table = self._rope_table(cache[self._kv_idx].offset, L)
+        offset = cache[self._kv_idx].offset
+        table = self._rope_table(mx.arange(offset, offset + L))
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
             if record and i in self._linear:
                 h, tapes[i] = _decoder_layer_recorded(layer, h, c)
@@ -132,8 +134,9 @@ class Target:
             attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
         h = cpu_rows.pad(self.embed(ids), self.row_tile)
         taps = {}
+        table = self._rope_table(cache[self._kv_idx].offset + tree.depth)
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
-            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth, rows=R)
+            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth, rows=R, rope_table=table)
             if i in self.tap_ids:
                 taps[i] = cpu_rows.unpad(h, R)
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
