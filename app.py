@@ -30,8 +30,8 @@ if __name__ == "__main__":  # the program chooses how MLX computes before mlx lo
 
     backend.setup()
 
-from dflash import distributed
 from dflash.cli import add_distributed_arg
+from dflash.cluster import serve_ranks
 from dflash.config import DEFAULT_BLOCK_SIZE, MAX_TOKENS_LIMIT, GenerationConfig, default_block_size
 from dflash.events import Summary
 from dflash.load import encode_prompt
@@ -507,7 +507,7 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
                allow_custom: bool = True, ranks=None) -> gr.Blocks:
     """The playground's Blocks. `model` / `draft`: the pair the app started with (None: embedded);
     `allow_custom`: whether clients may name their own target / drafter; `ranks`: a sharded
-    target's distributed.Rank0 (then only the started pair, which every rank loaded, is offered)."""
+    target's cluster.Rank0 (then only the started pair, which every rank loaded, is offered)."""
     choices = model_choices(model, draft, allow_custom and ranks is None)
     if ranks is not None:
         choices = {k: v for k, v in choices.items() if v and pair_key(*v) == pair_key(model, draft)}
@@ -655,7 +655,7 @@ def main(argv=None) -> int:
     ranks = None
     if args.distributed:  # rank 0 serves; the others follow its requests here until it stops
         try:
-            ranks = distributed.serve_ranks(args.distributed, args.model, args.draft)
+            ranks = serve_ranks(args.distributed, args.model, args.draft)
         except ValueError as e:
             print(f"error: {explain(e)}", file=sys.stderr)
             return 2

@@ -661,7 +661,7 @@ def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
 def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None,
                cluster: Optional[dict] = None) -> FastAPI:
     """The API app. `model`/`draft` are passed to the worker as given (None: the defaults);
-    `cluster`: a sharded target's record (distributed.describe), shown in /metrics."""
+    `cluster`: a sharded target's record (cluster.serving_record), shown in /metrics."""
     api = Service(worker, model, draft)
     app = FastAPI(title="DFlash", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.api = api
@@ -789,8 +789,8 @@ def run(app: FastAPI, host: str, port: int, on_stop: Optional[Callable[[], None]
 
 
 def main(argv=None) -> int:
-    from . import distributed
     from .cli import add_distributed_arg, add_model_args, fail
+    from .cluster import serve_ranks
 
     p = argparse.ArgumentParser(prog="python -m dflash serve",
                                 description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
@@ -804,7 +804,7 @@ def main(argv=None) -> int:
     ranks = None
     if a.distributed:  # rank 0 serves; the others follow its requests here until it stops
         try:
-            ranks = distributed.serve_ranks(a.distributed, a.model, a.draft)
+            ranks = serve_ranks(a.distributed, a.model, a.draft)
         except ValueError as e:
             return fail(e)
         if ranks is None:

@@ -66,7 +66,7 @@ class Job:
 
 class Worker:
     """`loader`: load_pair's signature; `run`: the engine's `stream` signature (a sharded
-    target's rank 0 passes distributed.Leader.stream, which feeds the other ranks first)."""
+    target's rank 0 passes cluster.Leader.stream, which feeds the other ranks first)."""
 
     def __init__(self, loader: Callable[..., Pair] = load_pair, run: Callable[..., Iterator] = stream):
         self._loader, self._run = loader, run

@@ -3,7 +3,7 @@ each generation run by every rank; rank 0 prints one JSON line of the token ids.
 
     worker.py FAMILIES [--drafter-seed-per-rank]
 
-Then rank 0 leads the requests a server sends (distributed.Leader) and rank 1 follows them: a
+Then rank 0 leads the requests a server sends (cluster.Leader) and rank 1 follows them: a
 logit-margin prefill, a request refused on both ranks, a generation, STOP.
 
 --drafter-seed-per-rank: each rank's drafter gets other weights, so their drafts differ and the
@@ -18,7 +18,7 @@ import sys
 
 import mlx.core as mx
 
-from dflash import distributed
+from dflash import cluster, distributed
 from dflash.config import GenerationConfig
 from dflash.engine import stream
 from dflash.events import Cycle
@@ -80,10 +80,10 @@ def lead_and_follow(group) -> dict:
                 drafter, FakeTokenizer(), "llama", None)
     distributed.shard_pair(pair, group)
     if group.rank() != 0:
-        n = distributed.follow(pair, group, log=lambda m: print(m, flush=True))
+        n = cluster.follow(pair, group, log=lambda m: print(m, flush=True))
         print(f"rank 1: followed {n} requests", flush=True)
         return {}
-    lead = distributed.Leader(group)
+    lead = cluster.Leader(group)
     out = {"margin": lead.margin(pair, PROMPT, [7, 9])}
     try:
         list(lead.stream(pair, PROMPT, GenerationConfig("dflash", 600)))  # past the context
