@@ -12,6 +12,9 @@ match the first one of its prompt.
     python lab/bench/interleaved_ab.py fullblock [--block-size K] [--per-suite 2] [--reps 2]
         at verify length K, a draft of a K-token block (the engine before 2026-11-30 13:00 UTC)
         vs the drafter's whole trained block with only K-1 positions read out (the engine now)
+    python lab/bench/interleaved_ab.py costs [--per-suite 2] [--reps 2]
+        tree auto with TreePlanner on bare-pass costs ("bare": the cycles' real times ignored)
+        vs costs scaled by what the loop pays ("paid": the engine now)
     python lab/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
         the target's attention of a verify pass in one call (0) or in calls of R query rows
         (Backend.attention_rows; for MLX's CUDA backend)
@@ -58,14 +61,14 @@ def cut_block_propose(drafter):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("overlap", "drafters", "blocks", "rows", "fullblock"))
+    ap.add_argument("what", choices=("overlap", "drafters", "blocks", "rows", "fullblock", "costs"))
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--per-suite", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--block-size", type=int, default=None, help="rows: the verify length")
     ap.add_argument("--draft", default=None, help="overlap, blocks, rows: the drafter (default: shipped)")
     args = ap.parse_args()
-    if len(args.dirs) != (0 if args.what in ("overlap", "fullblock") else 2):
+    if len(args.dirs) != (0 if args.what in ("overlap", "fullblock", "costs") else 2):
         ap.error("drafters takes two drafter directories, blocks two verify lengths, "
                  "rows two row counts, overlap and fullblock nothing")
     pair = load_pair(draft=args.dirs[0] if args.what == "drafters" else args.draft, progress=lambda s: None)
@@ -76,6 +79,11 @@ def main() -> None:
         names = tuple(args.dirs)
         setups = {n: GenerationConfig(mode="dflash", max_tokens=128, adaptive=n == "auto",
                                       block_size=None if n == "auto" else int(n)) for n in names}
+    elif args.what == "costs":
+        from dflash.policy import TreePlanner
+        paid = TreePlanner.observe
+        names = ("bare", "paid")
+        setups = {"bare": lambda self, k, acc, ms=None: paid(self, k, acc), "paid": paid}
     elif args.what == "fullblock":
         names = ("cut", "whole")
         setups = {"cut": cut_block_propose(pair.drafter), "whole": pair.drafter.propose}
@@ -103,6 +111,8 @@ def main() -> None:
                     run_cfg = setups[name]
                 elif args.what == "fullblock":
                     pair.drafter.propose = setups[name]
+                elif args.what == "costs":
+                    TreePlanner.observe = setups[name]
                 elif args.what == "rows":
                     pair.target = setups[name]
                 else:
