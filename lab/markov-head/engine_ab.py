@@ -1,8 +1,10 @@
-"""The engine with and without the Markov head, on the same loaded target and prompts: greedy,
-the chain (verify length 16) and a tree of N nodes; tau and whether each output equals
-target-only decoding.
+"""Two drafters (e.g. without and with the Markov head, or two heads) on the same loaded target
+and prompts: greedy, the chain (verify length 16) and trees of N nodes; tau and whether each
+output equals target-only decoding. `--base` is labelled "base", `--head` "head".
 
     python lab/markov-head/engine_ab.py --base DIR_WITHOUT_HEAD --head assets/smollm2-135m-instruct-dflash
+    python lab/markov-head/engine_ab.py --base assets/smollm2-135m-instruct-dflash --head NEW_DIR \
+        --tree 15 32 --limit 6
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def main() -> None:
     p.add_argument("--prompts", default="assets/prompts/eval.jsonl")
     p.add_argument("--per-category", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--tree", type=int, default=15)
+    p.add_argument("--tree", type=int, nargs="+", default=[15])
+    p.add_argument("--limit", type=int, default=0, help="only the first N prompts picked (0: all)")
     args = p.parse_args()
     pair = load_pair("builtin:smollm2-135m-instruct", args.head, progress=lambda s: None)
     base = load_drafter(args.base, dtype=pair.drafter.fc.weight.dtype)
@@ -37,7 +40,9 @@ def main() -> None:
         seen[cat] = seen.get(cat, 0) + 1
         if seen[cat] <= args.per_category:
             prompts.append(encode_prompt(pair.tokenizer, text))
-    runs = {"chain16": dict(block_size=16, tree=0), f"tree{args.tree}": dict(tree=args.tree, block_size=16)}
+    prompts = prompts[: args.limit or None]
+    runs = {"chain16": dict(block_size=16, tree=0)}
+    runs.update({f"tree{n}": dict(tree=n, block_size=16) for n in args.tree})
     res = {f"{d}-{r}": [0, 0, 0] for d in pairs for r in runs}  # cycles, committed, identical
     for ids in prompts:
         *_, t = stream(pair, ids, GenerationConfig(mode="target", max_tokens=args.max_tokens))
