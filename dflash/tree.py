@@ -141,12 +141,6 @@ def _child_scores(logp: np.ndarray, transitions: Optional[np.ndarray]) -> np.nda
     return s - np.logaddexp.reduce(s, axis=-1, keepdims=True) + mass
 
 
-def chain(staged: int, drafted: list[int]) -> Tree:
-    """The argmax chain as a tree (for a uniform view of chain cycles)."""
-    n = len(drafted)
-    return Tree((staged, *drafted), (-1, *range(n)), tuple(range(n + 1)), (0.0,) * (n + 1))
-
-
 def expected_accepts(tree: Tree) -> np.ndarray:
     """[n] = expected accepted drafts of the first n nodes' tree, by the drafter's own
     probabilities: a node is accepted iff its whole path is, with probability exp(logp)."""
