@@ -322,8 +322,9 @@ class Drafter(nn.Module):
             h = layer(h, ctx_k, ctx_v, c.offset)
         return self.norm(h)
 
-    def propose(self, target, staged: int, k: int, cache: list[KVCache]) -> mx.array:
-        """Logits [k-1, V] for block positions 1..k-1, through the target's embedding and head.
+    def draft_logits(self, target, staged: int, k: int, cache: list[KVCache]) -> mx.array:
+        """Logits [k-1, n] for block positions 1..k-1 over the draft vocabulary (column c is
+        token `token_ids[c]`; the whole vocabulary without one).
 
         The drafter always fills its whole trained block: its positions attend to each other, so
         a block cut to k would be a context it never saw in training (on the CPU at k = 5 that
@@ -331,6 +332,16 @@ class Drafter(nn.Module):
         block = mx.array([staged] + [self.mask_token_id] * (self.block_size - 1))[None]
         h = self(target.embed(block), cache)[0, 1:k]
         return self.vocab.logits(target, h) if self.vocab is not None else target.logits(h)
+
+    @property
+    def token_ids(self) -> Optional[np.ndarray]:
+        """The token id of each column of `draft_logits` (None: the column is the id)."""
+        return None if self.vocab is None else self.vocab.ids
+
+    def propose(self, target, staged: int, k: int, cache: list[KVCache]) -> mx.array:
+        """`draft_logits` over the target's whole vocabulary (-inf outside the draft vocabulary)."""
+        logits = self.draft_logits(target, staged, k, cache)
+        return logits if self.vocab is None else self.vocab.scatter(logits, target.vocab_size)
 
     @property
     def has_markov(self) -> bool:
@@ -357,13 +368,17 @@ class Drafter(nn.Module):
 
     def chain(self, target, staged: int, k: int, cache: list[KVCache]) -> mx.array:
         """The greedy chain [k-1] (target token ids): d_1 = argmax(base_1), then d_j =
-        argmax(base_j + bias(d_{j-1})); argmax(base) without a head."""
-        base = self.propose(target, staged, k, cache)
+        argmax(base_j + bias(d_{j-1})); argmax(base) without a head. In the draft vocabulary's
+        columns: the head's rows are those columns."""
+        base = self.draft_logits(target, staged, k, cache)
+        ids = None if self.vocab is None else self.vocab.index
+        token = (lambda col: col) if ids is None else (lambda col: ids[col])
         if not self.has_markov:
-            return mx.argmax(base, axis=-1)
-        out = [mx.argmax(base[:1], axis=-1)]
+            return token(mx.argmax(base, axis=-1))
+        out = [token(mx.argmax(base[:1], axis=-1))]
         for j in range(1, k - 1):
-            out.append(mx.argmax(base[j : j + 1] + self.transition_bias(target, out[-1]), axis=-1))
+            bias = self.markov(target.embed(out[-1]))
+            out.append(token(mx.argmax(base[j : j + 1] + bias, axis=-1)))
         return mx.concatenate(out)
 
     def _empty(self, h):
@@ -388,12 +403,16 @@ class DraftVocab:
         self._rows, self._target = None, None
 
     def logits(self, target, h: mx.array) -> mx.array:
+        """Final hidden states [N, H] -> logits [N, n] over this vocabulary's ids."""
         if self._target is not target:  # gathered once per target: [n, H] rows of its head
             head = target.head if target.head is not None else target.backbone.embed_tokens
             self._rows, self._target = dense_weight(head, self.index), target
-        sub = h @ self._rows.T
-        full = mx.full((h.shape[0], target.vocab_size), -mx.inf, dtype=sub.dtype)
-        full[:, self.index] = sub
+        return h @ self._rows.T
+
+    def scatter(self, logits: mx.array, vocab_size: int) -> mx.array:
+        """[N, n] logits over this vocabulary -> [N, vocab_size], -inf outside it."""
+        full = mx.full((logits.shape[0], vocab_size), -mx.inf, dtype=logits.dtype)
+        full[:, self.index] = logits
         return full
 
     def rows_of(self, token_ids: np.ndarray) -> np.ndarray:

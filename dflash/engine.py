@@ -202,8 +202,8 @@ def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
 def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner):
     t = perf_counter()
     # draft: one drafter pass over the block, then the most probable paths through it
-    logits = drafter.propose(target, staged, B, context.cache())
-    ids, logp = tree.candidates(logits)
+    logits = drafter.draft_logits(target, staged, B, context.cache())
+    ids, logp = tree.candidates(logits, token_ids=drafter.token_ids)
     bias = tree.transitions(drafter, target, ids) if getattr(drafter, "has_markov", False) else None
     tr = tree.build(staged, ids, logp, planner.max_nodes if planner else nodes, bias)
     if planner:

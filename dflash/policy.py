@@ -103,7 +103,8 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
         chains = [n for n in TREE_SIZES if n < block_size - 1] + [block_size - 1]
         chain_ms = _monotone({n: timed(verify(n + 1)) for n in chains})
         draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
-            drafter.propose(target, 5, block_size, dcache)), sizes[-1]).tokens)
+            drafter.draft_logits(target, 5, block_size, dcache), token_ids=drafter.token_ids),
+            sizes[-1]).tokens)
         return {"step_ms": step_ms, "verify_ms": verify_ms, "chain_ms": chain_ms, "draft_ms": draft_ms}
     ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
     verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})

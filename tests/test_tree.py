@@ -52,6 +52,24 @@ def test_build_keeps_the_most_probable_paths(seed):
         assert t.prefix(n // 2).tokens == tree.build(99, ids, logp, n // 2).tokens  # nested
 
 
+def test_candidates_are_the_top_tokens_with_their_log_probs():
+    """Top-W per position, best first, with log-softmax values; draft-vocabulary columns map
+    to their token ids exactly as the same logits scattered over the whole vocabulary."""
+    rng = np.random.default_rng(5)
+    sub = rng.normal(size=(3, 40)).astype(np.float32) * 3
+    token_ids = np.sort(rng.choice(100, 40, replace=False)).astype(np.int32)
+    ids, logp = tree.candidates(mx.array(sub), width=4, token_ids=token_ids)
+    full = np.full((3, 100), -np.inf, np.float32)
+    full[:, token_ids] = sub
+    ref = full - np.log(np.exp(sub).sum(-1, keepdims=True))
+    for d in range(3):
+        best = np.argsort(-full[d])[:4]
+        assert list(ids[d]) == list(best)
+        np.testing.assert_allclose(logp[d], ref[d, best], rtol=1e-5)
+    plain_ids, plain_logp = tree.candidates(mx.array(full), width=4)
+    assert (plain_ids == ids).all() and np.allclose(plain_logp, logp)
+
+
 def test_transitions_rescore_children_and_zero_transitions_change_nothing():
     rng = np.random.default_rng(1)
     ids, logp = _candidates(rng, 4, 3)
@@ -151,6 +169,7 @@ class TreeOracle:
     def __init__(self, reference, block_size, rng):
         self.reference, self.block_size, self.rng = reference, block_size, rng
         self.mask_token_id, self.target_layer_ids = VOCAB - 1, [0]
+        self.token_ids = None  # columns are token ids
 
     def make_cache(self):
         return {"n": 0}
@@ -158,7 +177,7 @@ class TreeOracle:
     def extend_context(self, features, cache):
         cache["n"] += features.shape[1]
 
-    def propose(self, target, staged, k, cache):
+    def draft_logits(self, target, staged, k, cache):
         rows = []
         for j in range(1, k):
             pos = cache["n"] + j

@@ -55,7 +55,9 @@ def cut_block_propose(drafter):
     def propose(target, staged, k, cache):
         block = mx.array([staged] + [drafter.mask_token_id] * (k - 1))[None]
         h = drafter(target.embed(block), cache)[0, 1:]
-        return drafter.vocab.logits(target, h) if drafter.vocab is not None else target.logits(h)
+        if drafter.vocab is None:
+            return target.logits(h)
+        return drafter.vocab.scatter(drafter.vocab.logits(target, h), target.vocab_size)
     return propose
 
 
