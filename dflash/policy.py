@@ -183,8 +183,9 @@ class Planner:
             self.probe_at = self.cycles + self.interval
 
 
-RATE_WEIGHT = 0.2  # TreePlanner: a drafted cycle's weight in the moving mean of the best rate
+SHAPE_WEIGHT = 0.2  # TreePlanner: a drafted cycle's weight in the moving means of its shape
 COST_WEIGHT = 0.1  # TreePlanner: a cycle's weight in the moving ratio of real to measured cost
+WARMUP = 4  # TreePlanner: drafted cycles before drafting may be judged not to pay
 
 
 class TreePlanner:
@@ -196,34 +197,45 @@ class TreePlanner:
     tree's spine (each node's most probable child), whose pass costs less where a tree's
     attention gathers ancestors (the CPU). Those are the drafter's own probabilities, so they are
     scaled by what the target really accepted against what they predicted (counts fading by
-    `decay`). Each drafted cycle verifies the shape with the most expected tokens per second.
-    When the best shape, averaged over recent cycles, loses to a plain target step by the NOISE
-    margin, plain steps run, with probes spaced as in Planner (the extra cost of a probe is that
-    of the shape the last one verified). The costs were measured on bare passes; a real cycle
-    also pays the host's work around them (the tree's build, syncs, the emitted events), so
-    each kind of cycle's real time, when the engine gives it, scales its measured cost: drafted
-    cycles by one moving ratio, plain steps by another (the drafted one until a plain step ran).
+    `decay`, from `prior` pseudo-counts). An answer's first tokens are often the hardest to
+    draft, so the first WARMUP cycles draft whatever they predict. Each drafted cycle verifies the shape with the most
+    expected tokens per second. Whether drafting pays at all is judged on the typical shape
+    (moving means of the chosen shapes' predicted accepts and costs) at the current scale, so a
+    probe that lands counts at once; while it loses to a plain target step by the NOISE margin,
+    plain steps run, with probes spaced as in Planner (the extra cost of a probe is that of the
+    shape the last one verified). The costs were measured on bare passes; a real cycle also pays
+    the host's work around them (the tree's build, syncs, the emitted events), so each kind of
+    cycle's real time, when the engine gives it, scales its measured cost: drafted cycles by one
+    moving ratio, plain steps by another (the drafted one until a plain step ran).
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
-                 prior: float = 1.0, decay: float = 0.97):
+                 prior: float = 4.0, decay: float = 0.97):
         self.costs, self.sizes = costs, sorted(costs["verify_ms"])
         self.decay, self.predicted, self.accepted = decay, prior, prior
-        self.best_rate = math.inf  # moving mean of each drafted cycle's best tokens/ms
+        self.shape = None  # moving means (predicted accepts, measured ms) of the chosen shapes
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
-        self.cycles, self.probe_at = 0, 0
+        self.cycles, self.probe_at, self.drafted = 0, 0, 0
         self.slow_cycle, self.slow_step = 1.0, None  # real / measured cost, drafted and plain
 
     @property
     def max_nodes(self) -> int:
         return self.sizes[-1]
 
+    @property
+    def scale(self) -> float:
+        """Accepted drafts per drafted ones the drafter's probabilities predicted."""
+        return self.accepted / self.predicted
+
     def step_ms(self) -> float:
         """A plain target step's cost as the loop pays it."""
         return self.costs["step_ms"] * (self.slow_step or self.slow_cycle)
 
     def pays(self) -> bool:
-        return self.best_rate >= NOISE / self.step_ms()
+        if self.drafted < WARMUP:  # an answer's opening is no sample of its drafts: optimistic
+            return True
+        expected, ms = self.shape
+        return (1 + self.scale * expected) / (ms * self.slow_cycle) >= NOISE / self.step_ms()
 
     def next_k(self) -> int:
         """Tokens to verify next: a tree of up to max_nodes (+ the staged token), or 1 (a plain
@@ -232,18 +244,14 @@ class TreePlanner:
 
     def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
         """What to verify of a drafted tree: its first n nodes, or the first n of its spine."""
-        scale = self.accepted / self.predicted
         draft_ms = self.costs["draft_ms"]
         tree_exp, spine = tree_mod.expected_accepts(tr), tr.spine()
         chain_exp = np.concatenate([[0.0], np.cumsum(np.exp([tr.logp[i] for i in spine[1:]]))])
         shapes = [(n, False, tree_exp[n], ms) for n, ms in self.costs["verify_ms"].items() if n < len(tr)]
         shapes += [(n, True, chain_exp[n], ms) for n, ms in self.costs.get("chain_ms", {}).items()
                    if n < len(spine)]
-        rate = [(1 + scale * e) / ((ms + draft_ms) * self.slow_cycle) for _, _, e, ms in shapes]
-        best = int(np.argmax(rate))
-        n, is_chain, self._expected, ms = shapes[best]
-        self.best_rate = rate[best] if math.isinf(self.best_rate) else (
-            (1 - RATE_WEIGHT) * self.best_rate + RATE_WEIGHT * rate[best])
+        rate = [(1 + self.scale * e) / (ms + draft_ms) for _, _, e, ms in shapes]
+        n, is_chain, self._expected, ms = shapes[int(np.argmax(rate))]
         self._cycle_ms = ms + draft_ms
         return tr.path(spine[: n + 1]) if is_chain else tr.prefix(n)
 
@@ -259,8 +267,11 @@ class TreePlanner:
                 self.slow_cycle = (1 - COST_WEIGHT) * self.slow_cycle + COST_WEIGHT * ratio
         if k == 1:
             return
+        self.drafted += 1
         self.predicted = self.decay * self.predicted + self._expected
         self.accepted = self.decay * self.accepted + acc
+        now = np.array([self._expected, self._cycle_ms])
+        self.shape = now if self.shape is None else (1 - SHAPE_WEIGHT) * self.shape + SHAPE_WEIGHT * now
         if self.pays():
             self.interval = self.base
         else:  # a losing probe: the next one comes later, never sooner than its cost allows

@@ -165,6 +165,30 @@ def test_tree_planner_calibrates_and_falls_back_to_plain_steps():
     assert len(probes) >= 4 and max(gaps[-3:]) <= 65  # the longest interval, + the probe
 
 
+def test_tree_planner_keeps_drafting_after_one_miss_and_resumes_when_a_probe_lands():
+    """An answer's opening miss must not switch drafting off; after a losing stretch, the first
+    probes that land switch it back on at once (not after a slow moving mean catches up)."""
+    from dflash.policy import TreePlanner
+
+    tp = TreePlanner(TREE_COSTS)
+    fair = _tree([0.7, 0.5, 0.35, 0.25])  # ~1.8 expected accepts: a tree pays at these costs
+    tp.observe(len(tp.choose(fair)), 0)  # the opening cycle accepts nothing
+    assert tp.next_k() > 1
+
+    for _ in range(120):  # a stretch where nothing lands: mostly plain steps
+        k = tp.next_k()
+        tp.observe(len(tp.choose(fair)) if k > 1 else 1, 0)
+    assert not tp.pays()
+    landed = 0
+    while landed < 2:  # now every drafted cycle lands all it verifies
+        k = tp.next_k()
+        if k > 1:
+            k = len(tp.choose(fair))
+            landed += 1
+        tp.observe(k, k - 1)
+    assert tp.pays() and tp.next_k() > 1
+
+
 def test_tree_planner_weighs_what_cycles_really_cost():
     """Measured on bare passes, a 32-node tree (2 accepts a cycle) loses to a plain step; in the
     loop plain steps cost 2.2x their measure and trees 1.6x, so trees win: the planner learns it."""
