@@ -70,17 +70,32 @@ def candidates(logits: mx.array, width: int = WIDTH,
     """Per block position the `width` most likely draft tokens, best first, with log-probs.
 
     logits [D, n] (positions 1..D; column c is token token_ids[c], or token c) -> (ids [D, W],
-    logp [D, W]). On the host: MLX's CPU logsumexp and argpartition cost ~10x numpy's here.
+    logp [D, W]). On a CPU in numpy (MLX's CPU logsumexp and argpartition cost ~10x more
+    there); on a GPU in MLX, so that only the [D, W] results cross to the host.
     """
-    x = np.array(logits.astype(mx.float32)) / TEMPERATURE
-    width = min(width, x.shape[-1])
+    top = _top_on_host if mx.default_device() == mx.cpu else _top_on_device
+    cols, logp = top(logits.astype(mx.float32) / TEMPERATURE, min(width, logits.shape[-1]))
+    return (cols if token_ids is None else token_ids[cols]), logp
+
+
+def _top_on_host(x: mx.array, width: int) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array(x)
     cols = np.argpartition(-x, width - 1, axis=-1)[:, :width]
     top = np.take_along_axis(x, cols, -1)
     order = np.argsort(-top, axis=-1, kind="stable")
     cols, top = np.take_along_axis(cols, order, -1), np.take_along_axis(top, order, -1)
     m = x.max(-1, keepdims=True)
-    logp = top - (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))
-    return (cols if token_ids is None else token_ids[cols]), logp
+    return cols, top - (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))
+
+
+def _top_on_device(x: mx.array, width: int) -> tuple[np.ndarray, np.ndarray]:
+    cols = mx.argpartition(-x, width - 1, axis=-1)[:, :width]
+    top = mx.take_along_axis(x, cols, -1)
+    order = mx.argsort(-top, axis=-1)
+    cols, top = mx.take_along_axis(cols, order, -1), mx.take_along_axis(top, order, -1)
+    logp = top - mx.logsumexp(x, axis=-1, keepdims=True)
+    mx.eval(cols, logp)
+    return np.array(cols), np.array(logp)
 
 
 def build(staged: int, ids: np.ndarray, logp: np.ndarray, budget: int,

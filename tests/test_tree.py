@@ -68,6 +68,9 @@ def test_candidates_are_the_top_tokens_with_their_log_probs():
         np.testing.assert_allclose(logp[d], ref[d, best], rtol=1e-5)
     plain_ids, plain_logp = tree.candidates(mx.array(full), width=4)
     assert (plain_ids == ids).all() and np.allclose(plain_logp, logp)
+    for x in (sub, full):  # the GPU's path gives the CPU's
+        host, device = tree._top_on_host(mx.array(x), 4), tree._top_on_device(mx.array(x), 4)
+        assert (host[0] == device[0]).all() and np.allclose(host[1], device[1], rtol=1e-5)
 
 
 def test_transitions_rescore_children_and_zero_transitions_change_nothing():
