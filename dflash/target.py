@@ -14,6 +14,7 @@ from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx_lm.models.activations import swiglu
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
@@ -119,9 +120,8 @@ class Target:
             if i in self.tap_ids:
                 taps[i] = cpu_rows.unpad(h, L)
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
-        if last_only:
-            h = h[:, L - 1 : L]
-        return cpu_rows.unpad(self.logits(self.backbone.norm(h)), L), feats, tapes
+        h = h[:, L - 1 : L] if last_only else cpu_rows.unpad(h, L)  # the head: exact unpadded
+        return self.logits(self.backbone.norm(h)), feats, tapes
 
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
@@ -140,7 +140,7 @@ class Target:
             if i in self.tap_ids:
                 taps[i] = cpu_rows.unpad(h, R)
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
-        return cpu_rows.unpad(self.logits(self.backbone.norm(h)), R), feats, {}
+        return self.logits(self.backbone.norm(cpu_rows.unpad(h, R))), feats, {}
 
     def prefill(self, ids: list[int], cache: list, on_chunk=None) -> mx.array:
         """Feed the prompt in chunks; returns the last position's logits [V].
@@ -194,7 +194,17 @@ def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = Non
     k, v = cache.update_and_fetch(k, v)
     o = attend(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
     h = x + a.o_proj(cpu_rows.pad_to(o, P))
-    return h + layer.mlp(layer.post_attention_layernorm(h))
+    return h + _mlp(layer.mlp, layer.post_attention_layernorm(h), L)
+
+
+def _mlp(mlp, x, rows: int):
+    """mlx-lm's gated MLP with its gate/up matmuls on the real rows only: those keep a row's
+    bits at any row count on the SkylakeX kernels too (lab/cpu), while down needs them padded."""
+    P = x.shape[1]
+    if rows == P or not hasattr(mlp, "gate_proj"):
+        return mlp(x)
+    xs = cpu_rows.unpad(x, rows)
+    return mlp.down_proj(cpu_rows.pad_to(swiglu(mlp.gate_proj(xs), mlp.up_proj(xs)), P))
 
 
 def _rope_at(rope, x, positions: mx.array):

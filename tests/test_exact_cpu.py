@@ -111,3 +111,25 @@ def test_target_forward_with_row_chunked_attention(target):
         out.append(tgt.forward(block, cache)[0])
     assert mx.allclose(out[0], out[1], atol=1e-3).item()
     assert (mx.argmax(out[0], -1) == mx.argmax(out[1], -1)).all().item()
+
+
+@pytest.mark.skipif(backend.active().row_tile != 0, reason="these kernels need padded rows")
+def test_padded_rows_change_no_bits_where_rows_are_exact(target):
+    """Intel's padded-rows pass (cpu_rows.py: projections and down on padded rows, gate/up and
+    the head on the real ones) gives this host's row-exact kernels' bits: block, tree, step."""
+    import numpy as np
+    from dflash import tree
+
+    t, tok = target
+    padded = Target(t.model, t.model_type, row_tile=8)
+    ids = tok.encode("The tide mill stood at the mouth of the river for three hundred years. " * 4)[:60]
+    tr = tree.build(ids[55], np.array(ids[:12]).reshape(4, 3), -np.arange(12.0).reshape(4, 3) / 4, 11)
+    outs = []
+    for target_ in (t, padded):
+        cache = target_.make_cache()
+        target_.forward(mx.array([ids[:50]]), cache)
+        outs.append([target_.forward(mx.array([ids[50:55]]), cache)[0],
+                     target_.forward(mx.array([tr.tokens]), cache, tree=tree.Layout.of(tr))[0],
+                     target_.forward(mx.array([[5]]), cache)[0]])
+    for a, b in zip(*outs):
+        assert mx.array_equal(a, b)

@@ -13,11 +13,13 @@
 #   -> $OUT/xeon-cpu-2core.json (+ .log, .html), xeon-op-probe.log, xeon-rows-probe.log
 #   (install ~30 s, op_probe.py <= 90 s, the bench <= 300 s, rows_probe.py <= 90 s)
 # Then (or instead), one call, carry [".gpux/cpu"], no model needed:
-#   bash lab/cpu/xeon.sh scores 400   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX; ~2-3 min),
-#   xeon-rows64-probe.log (rows_probe.py: gate/up and lm_head unpadded, L <= 64, 1 and 2 threads; <= 2 min)
+#   bash lab/cpu/xeon.sh scores 400   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX; ~2-3 min)
+#   bash lab/cpu/xeon.sh exact        -> $OUT/xeon-exact.log (the SkylakeX padded-rows test; needs the
+#   model as for bench), xeon-rows64-probe.log (rows_probe.py: gate/up and lm_head unpadded, L <= 64,
+#   1 and 2 threads; <= 2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
-phase=${1:?phase: pack | bench | scores}
+phase=${1:?phase: pack | bench | scores | exact}
 SITE=/tmp/cpusite
 OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
 MODEL=smollm2-135m-instruct-mlx-v1
@@ -81,7 +83,15 @@ scores)
   for ctx in 1:1100 1100:4100:7; do  # every context to 1099, then every 7th to 4099 (each <= budget/2)
     timeout $((budget / 2)) taskset -c 0,1 python3 lab/cpu/scores_probe.py SkylakeX --contexts $ctx --blocks 5,16 2>&1
   done | tee $OUT/xeon-scores-probe.log
-  # the next cut's evidence: gate/up and lm_head unpadded, blocks and trees up to 64 rows
+  ;;
+exact)
+  # the product's exactness on SkylakeX: tests/test_backend.py's padded-rows test (a 16-token
+  # block and a 12-node tree after 450 tokens, row by row against tokens fed alone; gate/up and
+  # the head on the real rows since 2026-12-01), then gate/up and lm_head unpadded up to 64 rows
+  install || exit 1
+  grep -q avx512f /proc/cpuinfo || { echo "no AVX-512 here: SkylakeX cannot run"; exit 1; }
+  DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache} timeout 240 taskset -c 0,1 python3 -m pytest -q -p no:cacheprovider \
+    tests/test_backend.py -k skylakex 2>&1 | tail -n 5 | tee $OUT/xeon-exact.log
   for th in 1 2; do
     timeout 60 taskset -c 0,1 python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads $th --pads 1 \
       --max-rows 64 --shapes gate/up,lm_head 2>&1
