@@ -41,9 +41,18 @@ def pad_to(x: mx.array, rows: int) -> mx.array:
 
 
 def scores(q: mx.array, k_t: mx.array, tile: int) -> mx.array:
-    """q [..., L, D] @ k_t [..., D, S] with L padded to a multiple of tile and S of KEY_TILE."""
+    """q [..., L, D] @ k_t [..., D, S] as BLAS calls of one shape: `tile` rows x KEY_TILE keys,
+    both operands contiguous (L and S padded up). A score then never depends on how many rows
+    or keys its call had, nor on OpenBLAS's choice of code path (by size and layout: a key view
+    arriving transposed, a padded copy not) that otherwise changes a row's bits at some context
+    lengths (lab/cpu/README.md)."""
     if not tile:
         return q @ k_t
     L, S = q.shape[-2], k_t.shape[-1]
-    out = _pad_axis(q, -2, tile) @ _pad_axis(k_t, -1, KEY_TILE)
+    q, k_t = _pad_axis(q, -2, tile), _pad_axis(k_t, -1, KEY_TILE)
+    Lp, D, Sp = q.shape[-2], q.shape[-1], k_t.shape[-1]
+    qc = mx.contiguous(q.reshape(*q.shape[:-2], Lp // tile, 1, tile, D))
+    kc = k_t.reshape(*k_t.shape[:-2], 1, D, Sp // KEY_TILE, KEY_TILE).swapaxes(-3, -2)
+    out = qc @ mx.contiguous(kc)  # [..., Lp/tile, Sp/KEY_TILE, tile, KEY_TILE]
+    out = out.swapaxes(-3, -2).reshape(*out.shape[:-4], Lp, Sp)
     return out[..., :L, :S]

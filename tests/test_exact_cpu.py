@@ -133,3 +133,19 @@ def test_padded_rows_change_no_bits_where_rows_are_exact(target):
                      target_.forward(mx.array([[5]]), cache)[0]])
     for a, b in zip(*outs):
         assert mx.array_equal(a, b)
+
+
+@pytest.mark.parametrize("q_shape, k_shape", [
+    ((1, 3, 3, 5, 64), (1, 3, 1, 64, 37)),  # a chain block over a context
+    ((1, 3, 3, 1, 64), (1, 3, 1, 64, 16)),  # a step whose keys fill a tile
+    ((1, 3, 12, 3, 64), (1, 3, 12, 64, 5)),  # a tree's rows against their ancestors
+    ((1, 3, 3, 17, 64), (1, 3, 1, 64, 200)),
+])
+def test_padded_scores_are_the_product(q_shape, k_shape):
+    """cpu_rows.scores in fixed 8 x 16 calls computes q @ k_t (Intel's score path)."""
+    from dflash import cpu_rows
+
+    q, k_t = mx.random.normal(q_shape), mx.random.normal(k_shape)
+    got = cpu_rows.scores(q, k_t, 8)
+    assert got.shape == (q @ k_t).shape
+    assert mx.allclose(got, q @ k_t, rtol=1e-5, atol=1e-5).item()

@@ -19,7 +19,7 @@
 #   1 and 2 threads; <= 2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
-phase=${1:?phase: pack | bench | scores | exact}
+phase=${1:?phase: pack | bench | scores | exact | product}
 SITE=/tmp/cpusite
 OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
 MODEL=smollm2-135m-instruct-mlx-v1
@@ -83,6 +83,12 @@ scores)
   for ctx in 1:1100 1100:4100:7; do  # every context to 1099, then every 7th to 4099 (each <= budget/2)
     timeout $((budget / 2)) taskset -c 0,1 python3 lab/cpu/scores_probe.py SkylakeX --contexts $ctx --blocks 5,16 2>&1
   done | tee $OUT/xeon-scores-probe.log
+  ;;
+product)
+  # product_probe.py: random-weight SmolLM2-shaped target, rows alone vs in blocks / a tree
+  # (bitwise) and pass costs at a 128-token context, SkylakeX; no model needed
+  install || exit 1
+  timeout ${2:-200} taskset -c 0,1 python3 lab/cpu/product_probe.py SkylakeX 2>&1 | tee $OUT/xeon-product-probe.log
   ;;
 exact)
   # the product's exactness on SkylakeX: tests/test_backend.py's padded-rows test (a 16-token
