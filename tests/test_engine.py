@@ -40,6 +40,9 @@ class OracleDrafter:
             ids.append(tok)
         return mx.eye(VOCAB)[mx.array(ids)] * 10.0
 
+    draft_logits = propose  # a tree's candidates: the columns are the token ids
+    token_ids = None
+
 
 def run(pair, prompt, **kw):
     events = list(stream(pair, prompt, GenerationConfig(**kw)))
