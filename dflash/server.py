@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -767,8 +768,10 @@ class Server(uvicorn.Server):
     never start), so open requests end at once (503) and the process exits promptly."""
 
     on_stop: Optional[Callable[[], None]] = None
+    interrupted = False  # Ctrl-C seen; uvicorn's re-raise of it is not always a KeyboardInterrupt here
 
     def handle_exit(self, sig, frame) -> None:
+        self.interrupted = self.interrupted or sig == signal.SIGINT
         api = getattr(getattr(self.config.app, "state", None), "api", None)
         if api is not None:
             api.close()
@@ -780,12 +783,17 @@ class Server(uvicorn.Server):
             await asyncio.get_running_loop().run_in_executor(None, self.on_stop)
 
 
-def run(app: FastAPI, host: str, port: int, on_stop: Optional[Callable[[], None]] = None, **kw) -> None:
+def run(app: FastAPI, host: str, port: int, on_stop: Optional[Callable[[], None]] = None, **kw) -> bool:
     """Serve `app` (create_app's, maybe with the UI mounted on it) until SIGTERM or Ctrl-C;
-    `on_stop` runs once the server has shut down (a sharded target's rank 0 stops the others)."""
+    `on_stop` runs once the server has shut down (a sharded target's rank 0 stops the others).
+    Returns whether Ctrl-C stopped it."""
     server = Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw))
     server.on_stop = on_stop
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # raised again by uvicorn once it has shut down
+        return True
+    return server.interrupted
 
 
 def main(argv=None) -> int:
@@ -822,9 +830,7 @@ def main(argv=None) -> int:
         cluster = ranks.record(pair) if ranks else None
     except (ValueError, RuntimeError) as e:
         return fail(e)
-    try:
-        run(create_app(worker, a.model, a.draft, cluster), a.host, a.port, on_stop=ranks and ranks.stop)
-    except KeyboardInterrupt:  # Ctrl-C, raised again by uvicorn once it has shut down
+    if run(create_app(worker, a.model, a.draft, cluster), a.host, a.port, on_stop=ranks and ranks.stop):
         sys.stderr.flush()
-        os._exit(130)  # not sys.exit: finalizing the interpreter under a busy MLX worker thread aborts
+        os._exit(130)  # Ctrl-C; not sys.exit: finalizing the interpreter under a busy MLX worker thread aborts
     return 0
