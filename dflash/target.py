@@ -305,6 +305,9 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, til
     for c in range(0, c0, KEY_CHUNK):
         part = p[..., c : c + KEY_CHUNK] @ v[:, :, None, c : c + KEY_CHUNK]
         out = part if out is None else out + part
+    if not tile and C - c0 + R <= KEY_CHUNK:
+        tail = _tree_tail_in_place(p[..., c0:], v[:, :, c0:], C - c0, tree)
+        return (tail if out is None else out + tail).reshape(B, Hq, R, D)
     tail_v = mx.concatenate([mx.broadcast_to(v[:, :, None, c0:C], (B, Hkv, R, C - c0, D)), vb], axis=3)
     tail_p = p[..., c0:]
     for c in range(0, tail_p.shape[-1], KEY_CHUNK):
@@ -315,3 +318,18 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, til
         part = (pc.swapaxes(2, 3) @ vc).swapaxes(2, 3)
         out = part if out is None else out + part
     return out.reshape(B, Hq, R, D)
+
+
+def _tree_tail_in_place(p, v, n_ctx: int, tree: Layout):
+    """p @ v over the last key chunk, with the nodes' values read in place instead of gathered
+    per row: p [B, Hkv, G, R, n_ctx + Dm] (committed keys, then each row's ancestors by depth),
+    v [B, Hkv, n_ctx + R, D] (committed keys, then the nodes in tree order). Each row's weights
+    move to its ancestors' node columns (zeros elsewhere); ancestors come in depth order there
+    too, so every row sums the same products in the same order as decoding its path alone does
+    (the Sandybridge kernels accumulate each output over k in order, adding exact zeros
+    between); one matmul instead of a copy of the chunk for every row."""
+    on_path = mx.take(p[..., n_ctx:], tree.depth, axis=-1)  # [.., R, R]: column n = depth[n]'s weight
+    p = mx.concatenate([p[..., :n_ctx], mx.where(tree.visible, on_path, 0.0)], axis=-1)
+    p = mx.pad(p, [(0, 0)] * 4 + [(0, KEY_CHUNK - p.shape[-1])])
+    v = mx.pad(v, [(0, 0)] * 2 + [(0, KEY_CHUNK - v.shape[2]), (0, 0)])
+    return p @ v[:, :, None]
