@@ -52,16 +52,18 @@ def _at(draft_ms: float | dict[int, float], k: int) -> float:
 
 CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 TREE_SIZES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # drafted nodes TreePlanner may verify
+TIMED_SIZES = (2, 8, 16, 32, 64)  # of those, timed; a pass's cost is near affine in its rows
 MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not measured further
 
 
-def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
+def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3,
                   tree_nodes: Optional[int] = None, same: Optional[Callable[[float], float]] = None) -> dict:
     """Median ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
-    (n in TREE_SIZES up to tree_nodes), chain_ms[n] a chain pass of n drafts, and draft_ms one
-    draft plus its tree build, what `TreePlanner` weighs. Measured once per pair. `same` maps
+    (n in TREE_SIZES up to tree_nodes; timed at TIMED_SIZES, linear between), chain_ms[n] a
+    chain pass of n drafts (timed at 2, 8 and the block's), and draft_ms one draft plus its
+    tree build, what `TreePlanner` weighs. Measured once per pair. `same` maps
     each median to the one every rank uses (a sharded target: rank 0's, so that all ranks take
     the same decisions and run the same passes)."""
     import mlx.core as mx
@@ -94,14 +96,16 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 5,
 
     if tree_nodes:
         step_ms = timed(verify(1))
-        verify_ms = {}
-        for n in sorted({n for n in TREE_SIZES if n < tree_nodes} | {tree_nodes}):
-            verify_ms[n] = timed(verify(n + 1, _sample_tree(n, block_size - 1)))
-            if verify_ms[n] > MAX_TREE_STEPS * step_ms:  # larger trees cannot pay here
+        timed_ms = {}
+        for n in sorted({n for n in TIMED_SIZES if n < tree_nodes} | {tree_nodes}):
+            timed_ms[n] = timed(verify(n + 1, _sample_tree(n, block_size - 1)))
+            if timed_ms[n] > MAX_TREE_STEPS * step_ms:  # larger trees cannot pay here
                 break
-        verify_ms, sizes = _monotone(verify_ms), sorted(verify_ms)
-        chains = [n for n in TREE_SIZES if n < block_size - 1] + [block_size - 1]
-        chain_ms = _monotone({n: timed(verify(n + 1)) for n in chains})
+        verify_ms = _monotone(_between(timed_ms, [*TREE_SIZES, tree_nodes]))
+        sizes = sorted(verify_ms)
+        b = block_size - 1
+        chains = [n for n in TREE_SIZES if n < b] + [b]
+        chain_ms = _monotone(_between({n: timed(verify(n + 1)) for n in {min(2, b), min(8, b), b}}, chains))
         draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
             drafter.draft_logits(target, 5, block_size, dcache), token_ids=drafter.token_ids),
             sizes[-1]).tokens)
@@ -119,6 +123,14 @@ def _sample_tree(n: int, depth: int):
     w = tree_mod.WIDTH
     logp = -(0.4 * np.arange(depth)[:, None] + 0.9 * np.arange(w)[None])
     return tree_mod.build(5, np.arange(depth * w).reshape(depth, w) + 10, logp, n)
+
+
+def _between(ms: dict[int, float], sizes) -> dict[int, float]:
+    """The timed costs, and linear between the timed sizes for the other `sizes` in their range
+    (timing all ten tree sizes and six chains took ~28 s on a 2-core CPU before a first cycle)."""
+    xs = sorted(ms)
+    ys = [ms[x] for x in xs]
+    return {n: ms.get(n, float(np.interp(n, xs, ys))) for n in sorted(set(sizes) | set(xs)) if xs[0] <= n <= xs[-1]}
 
 
 def _monotone(ms: dict[int, float]) -> dict[int, float]:
