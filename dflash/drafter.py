@@ -371,15 +371,17 @@ class Drafter(nn.Module):
         argmax(base_j + bias(d_{j-1})); argmax(base) without a head. In the draft vocabulary's
         columns: the head's rows are those columns."""
         base = self.draft_logits(target, staged, k, cache)
-        ids = None if self.vocab is None else self.vocab.index
-        token = (lambda col: col) if ids is None else (lambda col: ids[col])
         if not self.has_markov:
-            return token(mx.argmax(base, axis=-1))
-        out = [token(mx.argmax(base[:1], axis=-1))]
+            return self._token(mx.argmax(base, axis=-1))
+        out = [self._token(mx.argmax(base[:1], axis=-1))]
         for j in range(1, k - 1):
             bias = self.markov(target.embed(out[-1]))
-            out.append(token(mx.argmax(base[j : j + 1] + bias, axis=-1)))
+            out.append(self._token(mx.argmax(base[j : j + 1] + bias, axis=-1)))
         return mx.concatenate(out)
+
+    def _token(self, cols: mx.array) -> mx.array:
+        """Columns of `draft_logits` -> token ids."""
+        return cols if self.vocab is None else self.vocab.index[cols]
 
     def _empty(self, h):
         a = self.layers[0].self_attn

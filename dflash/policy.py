@@ -127,10 +127,11 @@ def _sample_tree(n: int, depth: int):
 
 def _between(ms: dict[int, float], sizes) -> dict[int, float]:
     """The timed costs, and linear between the timed sizes for the other `sizes` in their range
-    (timing all ten tree sizes and six chains took ~28 s on a 2-core CPU before a first cycle)."""
+    (timing every size would hold up a CPU's first cycle ~3x as long)."""
     xs = sorted(ms)
     ys = [ms[x] for x in xs]
-    return {n: ms.get(n, float(np.interp(n, xs, ys))) for n in sorted(set(sizes) | set(xs)) if xs[0] <= n <= xs[-1]}
+    return {n: ms.get(n, float(np.interp(n, xs, ys)))
+            for n in sorted(set(sizes) | set(xs)) if xs[0] <= n <= xs[-1]}
 
 
 def _monotone(ms: dict[int, float]) -> dict[int, float]:
@@ -210,11 +211,11 @@ class TreePlanner:
     attention gathers ancestors (the CPU). Those are the drafter's own probabilities, so they are
     scaled by what the target really accepted against what they predicted (counts fading by
     `decay`, from `prior` pseudo-counts). An answer's first tokens are often the hardest to
-    draft, so the first WARMUP cycles draft whatever they predict. Each drafted cycle verifies the shape with the most
-    expected tokens per second. Whether drafting pays at all is judged on the typical shape
-    (moving means of the chosen shapes' predicted accepts and costs) at the current scale, so a
-    probe that lands counts at once; while it loses to a plain target step by the NOISE margin,
-    plain steps run, with probes spaced as in Planner (the extra cost of a probe is that of the
+    draft, so the first WARMUP cycles draft whatever they predict. Each drafted cycle verifies
+    the shape with the most expected tokens per second. Whether drafting pays at all is judged
+    on the typical shape (moving means of the chosen shapes' predicted accepts and costs) at the
+    current scale, so a probe that lands counts at once; while it loses to a plain target step
+    by the NOISE margin, plain steps run, with probes spaced as in Planner (the extra cost of a probe is that of the
     shape the last one verified). The costs were measured on bare passes; a real cycle also pays
     the host's work around them (the tree's build, syncs, the emitted events), so each kind of
     cycle's real time, when the engine gives it, scales its measured cost: drafted cycles by one
