@@ -664,7 +664,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
             "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites), "target_dtype": a.target_dtype,
             "max_tokens": cfg.max_tokens, "block_size": cfg.verify_length(pair.drafter.block_size),
             "adaptive": cfg.adaptive, "tree": "auto" if cfg.tree is None and cfg.wants_tree() else cfg.tree,
-            "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
+            "lookup": cfg.lookup, "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
             "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",
         }

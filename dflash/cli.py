@@ -27,6 +27,8 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
                    help="drafted nodes verified per target pass, as a tree of the most probable "
                         f"paths (1..{MAX_TREE}); 0 = the argmax chain; 'auto' (the default unless "
                         "--block-size is given): each cycle's tree size from measured costs")
+    p.add_argument("--no-lookup", dest="lookup", action="store_false",
+                   help="trees verify the drafter's paths only, no copy from earlier in the context")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
@@ -43,7 +45,8 @@ def _tree(text: str):
 def config_from_args(a, mode: str = "dflash") -> GenerationConfig:
     auto = a.block_size == "auto"
     return GenerationConfig(mode, a.max_tokens, None if auto else a.block_size, a.temperature,
-                            a.top_p, a.seed, adaptive=auto, tree=getattr(a, "tree", None))
+                            a.top_p, a.seed, adaptive=auto, tree=getattr(a, "tree", None),
+                            lookup=getattr(a, "lookup", True))
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

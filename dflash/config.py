@@ -45,6 +45,7 @@ class GenerationConfig:
     # chosen per cycle from measured costs where the target takes trees, unless a chain
     # length (block_size / adaptive) is asked for
     tree: int | None = None
+    lookup: bool = True  # tree cycles also verify a copy from earlier in the context (lookup.py)
 
     def validate(self, drafter_block_size: int | None = None) -> "GenerationConfig":
         """Raise ValueError naming the bad value; return self when all is well."""
@@ -60,6 +61,8 @@ class GenerationConfig:
             raise ValueError(f"seed must be an integer in 0..2**63-1 (got {self.seed!r})")
         if self.tree is not None and (not isinstance(self.tree, int) or not 0 <= self.tree <= MAX_TREE):
             raise ValueError(f"tree must be an integer in 0..{MAX_TREE} (got {self.tree!r})")
+        if not isinstance(self.lookup, bool):
+            raise ValueError(f"lookup must be true or false (got {self.lookup!r})")
         if self.block_size is not None and drafter_block_size is not None:
             if not 2 <= self.block_size <= drafter_block_size:
                 raise ValueError(

@@ -22,7 +22,7 @@ from typing import Iterator, Optional
 import mlx.core as mx
 
 from .config import MAX_TREE, GenerationConfig
-from . import tree
+from . import lookup, tree
 from .events import Cycle, Event, Prefill, Summary, Token
 from .policy import Planner, TreePlanner, measure_costs
 from .sampling import Sampler
@@ -81,6 +81,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     t0 = perf_counter()
     staged = sampler.sample(target.prefill(prompt_ids, cache, on_chunk=extend)).item()
     first = out.emit([(staged, "target", None)])
+    seen = lookup.Index(prompt_ids + [staged]) if nodes is not None and cfg.lookup else None
     ttft = perf_counter() - t0
     yield Prefill(cfg.mode, len(prompt_ids), first[0] if first else None, ttft, note)
 
@@ -91,12 +92,12 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
             out.finish = "cancelled"
             break
         k = planner.next_k() if planner else B  # 1: a plain target step
-        shape = ((), ())
+        shape = ((), (), ())
         if k == 1:
             drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged, extend)
         elif nodes is not None:
             drafted, acc, committed, times, shape = _tree_cycle(
-                target, drafter, cache, context, out, staged, B, nodes, planner)
+                target, drafter, cache, context, out, staged, B, nodes, planner, seen)
         else:
             drafted, acc, committed, times = _dflash_cycle(
                 target, drafter, cache, context, sampler, out, staged, k)
@@ -109,6 +110,8 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
         if pair.agree is not None:  # a sharded target: every rank must take the same decision
             pair.agree(c, out.finish)
         cycles.append(c)
+        if seen is not None:
+            seen.extend(t.id for t in committed)
         staged = committed[-1].id if committed else staged
         yield c
 
@@ -199,13 +202,17 @@ def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
     return tuple(drafted), acc, committed, times
 
 
-def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner):
+def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner, seen=None):
     t = perf_counter()
-    # draft: one drafter pass over the block, then the most probable paths through it
+    # draft: one drafter pass over the block, then the most probable paths through it (and
+    # through a copy from the context)
     logits = drafter.draft_logits(target, staged, B, context.cache())
     ids, logp = tree.candidates(logits, token_ids=drafter.token_ids)
     bias = tree.transitions(drafter, target, ids) if getattr(drafter, "has_markov", False) else None
-    tr = tree.build(staged, ids, logp, planner.max_nodes if planner else nodes, bias)
+    budget = planner.max_nodes if planner else nodes
+    tr = tree.build(staged, ids, logp, budget, bias)
+    copy, copy_logp = seen.propose() if seen is not None else ([], [])
+    tr = tree.graft(tr, copy, copy_logp, budget)
     if planner:
         tr = planner.choose(tr)  # its best-first prefix, or its spine
     t_draft = perf_counter()
@@ -226,7 +233,7 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner)
         tree.compact(cache, len(tr), keep)
         context.add(feats[:, mx.array(keep)])
     times = (t_draft - t, t_verify - t_draft, perf_counter() - t_verify)
-    return tr.tokens[1:], acc, committed, times, (tr.parents[1:], tuple(keep[1:]))
+    return tr.tokens[1:], acc, committed, times, (tr.parents[1:], tuple(keep[1:]), tr.follow(copy))
 
 
 class _DraftContext:

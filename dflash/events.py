@@ -57,6 +57,7 @@ class Cycle:
     # drafted[j-1]; path = the accepted nodes root to leaf (1-based into drafted). () for chains
     parents: tuple[int, ...] = ()
     path: tuple[int, ...] = ()
+    copied: tuple[int, ...] = ()  # the drafted nodes that copy earlier context (lookup.py), root down
     kind: str = field(default="cycle", init=False)
 
 

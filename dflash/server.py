@@ -129,9 +129,10 @@ def _check_text(body: dict) -> None:
 
 _KINDS = {"integer": int, "number": (int, float), "boolean": bool, "string": str}
 
-# Fields read by _params (OpenAI's that we honour, and DFlash's `mode` / `block_size` / `tree`).
+# Fields read by _params (OpenAI's that we honour, and DFlash's `mode` / `block_size` / `tree` /
+# `lookup`).
 FIELDS = {"model", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "n", "mode", "block_size",
-          "tree"}
+          "tree", "lookup"}
 CHAT_FIELDS = FIELDS | {"messages", "max_completion_tokens"}
 COMPLETION_FIELDS = FIELDS | {"prompt"}
 # OpenAI fields that do not change the output: accepted and ignored
@@ -188,6 +189,7 @@ def _params(body: dict, chat: bool) -> _Params:
         top_p=float(_field(body, "top_p", "number", 1.0)),
         seed=_field(body, "seed", "integer", 0),
         tree=_field(body, "tree", "integer"),
+        lookup=_field(body, "lookup", "boolean", True),
     )
     _validate(cfg)
     stops = body.get("stop")

@@ -60,6 +60,16 @@ class Tree:
         return Tree(tuple(self.tokens[i] for i in nodes), (-1, *range(n - 1)), tuple(range(n)),
                     tuple(self.logp[i] for i in nodes))
 
+    def follow(self, tokens: list[int]) -> tuple[int, ...]:
+        """The nodes (root excluded) of the longest root path spelling a prefix of `tokens`."""
+        children = {(p, t): i for i, (p, t) in enumerate(zip(self.parents, self.tokens)) if i}
+        path, node = [], 0
+        for tok in tokens:
+            if (node := children.get((node, tok))) is None:
+                break
+            path.append(node)
+        return tuple(path)
+
     @property
     def is_chain(self) -> bool:
         return self.parents == (-1, *range(len(self) - 1))
@@ -130,6 +140,30 @@ def build(staged: int, ids: np.ndarray, logp: np.ndarray, budget: int,
             heapq.heappush(heap, (-s, node, 0, tick + 1))
         tick += 2
     return Tree(tuple(tokens), tuple(parents), tuple(depths), tuple(float(s) for s in scores))
+
+
+def graft(tree: Tree, chain: list[int], logp: list[float], budget: int) -> Tree:
+    """`tree` with the root path `chain` added (a copy from the context: lookup.py), sharing
+    the nodes the tree has already; a shared node keeps the higher of its two scores. Nodes are
+    re-ordered best-first and the first `budget` kept: a node never scores above its parent
+    (ties go to the shallower), so every prefix is still a tree."""
+    if not chain:
+        return tree
+    tokens, parents, depths, scores = (list(a) for a in (tree.tokens, tree.parents, tree.depths, tree.logp))
+    child = {(parents[i], tokens[i]): i for i in range(1, len(tokens))}
+    node = 0
+    for tok, s in zip(chain, logp):
+        i = child.get((node, tok))
+        if i is None:
+            tokens.append(tok), parents.append(node), depths.append(depths[node] + 1), scores.append(s)
+            i = len(tokens) - 1
+        else:
+            scores[i] = max(scores[i], s)
+        node = i
+    order = [0] + sorted(range(1, len(tokens)), key=lambda i: (-scores[i], depths[i], i))[:budget]
+    new = {old: n for n, old in enumerate(order)}
+    return Tree(tuple(tokens[i] for i in order), tuple(new.get(parents[i], -1) for i in order),
+                tuple(depths[i] for i in order), tuple(scores[i] for i in order))
 
 
 def transitions(drafter, target, ids: np.ndarray) -> np.ndarray:

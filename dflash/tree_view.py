@@ -1,6 +1,6 @@
 """One tree cycle drawn from its event: the drafted tree, the accepted path, the target's token.
 
-Reads only a `Cycle` (drafted ids, parents, path, committed tokens); `decode` turns ids into
+Reads only a `Cycle` (drafted ids, parents, path, copies, committed tokens); `decode` turns ids into
 text for the labels. Depth runs left to right; siblings stack in the order the tree drew them
 (most probable first), so a reader sees which alternatives the target passed over.
 """
@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 
 from .events import Cycle
 
-COLORS = {"root": "#7c3aed", "accepted": "#16a34a", "rejected": "#cbd5e1", "target": "#ea580c"}
+COLORS = {"root": "#7c3aed", "accepted": "#16a34a", "rejected": "#cbd5e1", "target": "#ea580c",
+          "copied": "#0f172a"}
 
 
 def layout(parents: tuple[int, ...]) -> dict[int, tuple[int, float]]:
@@ -64,6 +65,11 @@ def tree_figure(cycle: Cycle, decode: Callable[[int], str], staged: Optional[int
     for name, nodes in groups.items():
         texts = [decode(cycle.drafted[i - 1]) for i in nodes]
         fig.add_trace(_nodes([pos[i] for i in nodes], texts, f"{name} draft", COLORS[name]))
+    if cycle.copied:  # ringed: the nodes copied from earlier in the context (lookup.py)
+        fig.add_trace(go.Scatter(x=[pos[i][0] for i in cycle.copied], y=[pos[i][1] for i in cycle.copied],
+                                 mode="markers", name="copied from the context", hoverinfo="skip",
+                                 marker=dict(size=19, symbol="circle-open", color=COLORS["copied"],
+                                             line=dict(width=2))))
     if len(cycle.committed) > len(cycle.path):  # the target's own token after the path
         tok = cycle.committed[len(cycle.path)]
         d, row = pos[last]

@@ -70,6 +70,15 @@ def test_tree_flag_and_the_hybrid_note(dirs, tmp_path):
     assert "note: this target verifies the chain" in text.stderr and "verified as chain" in text.stderr
     bad = generate("--model", str(model), "--draft", str(drafter), "--tree", "65", "--prompt", "t5")
     assert bad.returncode == 2 and "tree must be an integer in 0..64" in bad.stderr
+    loop = ["--prompt", "t7 t9 t3 " * 4, "--no-chat-template", "--max-tokens", "12", "--json", "--tree", "4"]
+    copied = {}
+    for flag in ([], ["--no-lookup"]):
+        r = generate("--model", str(model), "--draft", str(drafter), *loop, *flag)
+        lines = [json.loads(line) for line in r.stdout.splitlines()]
+        copied[bool(flag)] = sum(len(c.get("copied", ())) for c in lines[1:-1])
+        assert lines[-1]["token_ids"] == json.loads(generate("--model", str(model), "--mode", "target",
+                                                              *loop).stdout.splitlines()[-1])["token_ids"]
+    assert copied[False] > 0 and copied[True] == 0, copied
 
 
 def one_error_line(r) -> str:

@@ -164,6 +164,7 @@ BAD = [  # (path, body, status, param)
     ("/v1/completions", {"prompt": "x", "block_size": 99}, 400, "block_size"),  # drafter's block: 8
     ("/v1/completions", {"prompt": "x", "tree": 65}, 400, "tree"),
     ("/v1/completions", {"prompt": "x", "tree": "auto"}, 400, "tree"),  # omit it for auto
+    ("/v1/completions", {"prompt": "x", "lookup": "no"}, 400, "lookup"),
     ("/v1/completions", {"prompt": [1000]}, 400, "prompt"),  # outside the vocabulary
     ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8}, 400, None),  # past the context
     ("/v1/completions", {"prompt": "x" * 600, "max_tokens": 8, "stream": True}, 400, None),
@@ -210,8 +211,8 @@ def test_tree_field(url):
     """`tree`: drafted nodes per pass (0 = the chain); the response and /metrics say how drafts
     were verified; every setting gives the target's own output."""
     target = post(url, "/v1/completions", prompt="trees", max_tokens=16, mode="target").json()
-    for tree, verify in [(None, "tree auto"), (0, "chain"), (6, "tree 6")]:
-        body = {} if tree is None else {"tree": tree}
+    for tree, verify in [(None, "tree auto"), ({"lookup": False}, "tree auto"), (0, "chain"), (6, "tree 6")]:
+        body = tree if isinstance(tree, dict) else {} if tree is None else {"tree": tree}
         r = post(url, "/v1/completions", prompt="trees", max_tokens=16, **body).json()
         assert r["dflash"]["verify"].startswith(verify) and "note" not in r["dflash"]
         assert r["choices"][0]["text"] == target["choices"][0]["text"]

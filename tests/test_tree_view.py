@@ -35,3 +35,14 @@ def test_figure_marks_the_accepted_path_and_the_targets_token():
 def test_a_chain_cycle_says_so():
     c = _cycle((), (), (10, 11), [Token(10, "a", "draft")])
     assert "chain" in tree_figure(c, decode=str).layout.title.text
+
+
+def test_copied_nodes_are_ringed():
+    c = _cycle((0, 0, 2), (2, 3), (10, 11, 12), [Token(11, "b", "draft"), Token(12, "c", "draft")])
+    assert not any(t.name == "copied from the context" for t in tree_figure(c, decode=str).data)
+    c = Cycle(*[getattr(c, f) for f in ("index", "block_size", "drafted", "accepted", "committed", "draft_s",
+                                        "verify_s", "rollback_s", "t", "total_tokens", "total_accepted",
+                                        "parents", "path")], copied=(2, 3))
+    pos = layout(c.parents)
+    ring = next(t for t in tree_figure(c, decode=str).data if t.name == "copied from the context")
+    assert list(zip(ring.x, ring.y)) == [pos[2], pos[3]]
