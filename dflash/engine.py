@@ -8,9 +8,9 @@ One DFlash cycle (DFLASH.md §2), verifying B tokens (B <= the drafter's block):
     commit   emit d_1..d_acc (draft) and p_acc (target); p_acc becomes the next staged token
     rollback the target's caches keep staged + d_1..d_acc; the drafter's context gains their features
 
-A tree cycle (tree.py) drafts the same block, verifies the N most probable paths through it in
-one pass, commits the longest path the target agrees with plus its token, and compacts the
-caches to that path.
+A tree cycle (tree.py) drafts the same block, verifies the N most probable paths through it (a
+copy from earlier in the context among them: lookup.py) in one pass, commits the longest path
+the target agrees with plus its token, and compacts the caches to that path.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     t0 = perf_counter()
     staged = sampler.sample(target.prefill(prompt_ids, cache, on_chunk=extend)).item()
     first = out.emit([(staged, "target", None)])
-    seen = lookup.Index(prompt_ids + [staged]) if nodes is not None and cfg.lookup else None
+    seen = lookup.Index([*prompt_ids, staged]) if nodes is not None and cfg.lookup else None
     ttft = perf_counter() - t0
     yield Prefill(cfg.mode, len(prompt_ids), first[0] if first else None, ttft, note)
 

@@ -22,6 +22,7 @@ Decode = Callable[[int], str]
 # token kind -> (css colour, legend label, hover / legend explanation)
 KINDS = {
     "draft": ("#bbf7d0", "accepted draft", "drafted and accepted by the target"),
+    "copied": ("#99f6e4", "accepted copy", "copied from earlier in the context and accepted by the target"),
     "correction": ("#fecaca", "correction", "the target's token where it rejected the draft (hover: the draft)"),
     "bonus": ("#bfdbfe", "bonus", "the target's extra token after a fully accepted block"),
     "first": ("#e9d5ff", "first token", "the target's token at the end of prefill"),
@@ -79,10 +80,11 @@ class Run:
             self.summary = event
 
     def tokens(self) -> list[tuple[Token, str]]:
-        """Every committed token with its kind: first | draft | correction | bonus | target."""
+        """Every committed token with its kind: first | draft | copied | correction | bonus | target."""
         out = [(self.prefill.first, "first")] if self.prefill and self.prefill.first else []
         for c in self.cycles:
-            out += [(t, token_kind(t, self.mode)) for t in c.committed]
+            copied = {j for j, node in enumerate(c.path) if node in c.copied}  # committed in path order
+            out += [(t, "copied" if j in copied else token_kind(t, self.mode)) for j, t in enumerate(c.committed)]
         return out
 
     @property

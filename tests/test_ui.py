@@ -49,6 +49,19 @@ def _run() -> Run:
     return run
 
 
+def test_accepted_copies_have_their_own_colour():
+    """A tree cycle's accepted nodes that copied the context (Cycle.copied) show as copies."""
+    run = Run("dflash")
+    run.add(Prefill("dflash", 5, Token(1, "a", "target"), 0.1))
+    # cycle 0 accepts the copy's two nodes; cycle 1 accepts node 1 while the copy was node 3
+    run.add(Cycle(0, 4, (7, 8, 9), 2, (Token(7, "x", "draft"), Token(8, "y", "draft"), Token(2, "z", "target", 9)),
+                  0.01, 0.02, 0.0, 0.2, 4, 2, parents=(0, 1, 0), path=(1, 2), copied=(1, 2)))
+    run.add(Cycle(1, 4, (4, 5, 6), 1, (Token(4, "u", "draft"), Token(3, "v", "target", 5)),
+                  0.01, 0.02, 0.0, 0.3, 6, 3, parents=(0, 1, 0), path=(1,), copied=(3,)))
+    assert [k for _, k in run.tokens()] == ["first", "copied", "copied", "correction", "draft", "correction"]
+    assert 'class="tk tk-copied"' in pane_html(run, "dflash")
+
+
 def test_first_divergence():
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
@@ -72,7 +85,7 @@ def test_token_pane_is_faithful_and_coloured():
                                             "bonus"]
     html = pane_html(run, "dflash", decode=lambda i: f"P{i}")
     assert "a&lt;b&gt;" in html and " \n  x" in html and "\t" in html and "😀" in html
-    assert html.count('class="tk tk-') == 8 + 4  # one span per token (even a "" one), + the legend
+    assert html.count('class="tk tk-') == 8 + 5  # one span per token (even a "" one), + the legend
     assert "drafter proposed &#x27;P9&#x27;, target chose &#x27;é&#x27;" in html
     assert run.n_tokens == 8 and run.tok_s() == pytest.approx(7 / 0.2)
 
