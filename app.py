@@ -103,9 +103,10 @@ def model_choices(model: Optional[str], draft: Optional[str], allow_custom: bool
 
 
 def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False,
-                   tree="chain") -> GenerationConfig:
+                   tree="chain", lookup=True) -> GenerationConfig:
     """The UI's values as a validated config; ValueError with a message for the user. `tree`:
-    "auto" (sized per cycle), "chain" (the block size and adaptive switch apply) or a node count."""
+    "auto" (sized per cycle), "chain" (the block size and adaptive switch apply) or a node count;
+    `lookup`: trees also verify a copy from the context."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type something or pick a preset.")
     try:
@@ -123,7 +124,8 @@ def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=F
         raise ValueError(f"Tree budget must be one of {', '.join(TREES)} (got {tree!r}).")
     if tree == "chain":
         return GenerationConfig("target", n, b, temp, 1.0, s, adaptive=bool(adaptive), tree=0).validate()
-    return GenerationConfig("target", n, None, temp, 1.0, s, tree=None if tree == "auto" else int(tree)).validate()
+    return GenerationConfig("target", n, None, temp, 1.0, s, tree=None if tree == "auto" else int(tree),
+                            lookup=bool(lookup)).validate()
 
 
 def explain(e: Exception) -> str:
@@ -320,11 +322,11 @@ class Playground:
     # ---- a race ----------------------------------------------------------------------------
 
     def run(self, prompt, max_tokens, block_size, temperature, seed, chat, choice, custom_target, custom_draft,
-            adaptive, history=None, loaded=None, tree="auto", request: gr.Request = None):
+            adaptive, history=None, loaded=None, tree="auto", lookup=True, request: gr.Request = None):
         """Target-only, then DFlash, streamed into the panes; the race joins the session's history."""
         ctl, history = self._begin(request, "run"), list(history or [])
         try:
-            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive, tree)
+            cfg = parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive, tree, lookup)
             key = self.pick(choice, custom_target, custom_draft)
             for ahead in self.turns.wait(ctl):
                 yield frame(status=f"⏳ Waiting for another run (position {ahead} in line)…")
@@ -559,6 +561,8 @@ def _settings_panel(c, choices: dict) -> None:
                                  elem_id="block-size", info="with Tree budget = chain: ≤ the drafter's block")
         c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")
     c.chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
+    c.lookup = gr.Checkbox(True, elem_id="lookup", label="Copy from the context (trees also verify what "
+                           "followed the text's last tokens where they occurred before)")
     c.adaptive = gr.Checkbox(False, elem_id="adaptive", label="Adaptive chain length (≤ block size, from "
                              "measured costs; plain target steps when drafting does not pay)")
 
@@ -605,7 +609,7 @@ def _wire(pg: Playground, c, presets: dict) -> None:
         return [getattr(c, name) for name in names]
 
     inputs = [c.prompt, c.max_tokens, c.block_size, c.temperature, c.seed, c.chat, c.model, c.custom_target,
-              c.custom_draft, c.adaptive, c.history, c.loaded, c.tree]
+              c.custom_draft, c.adaptive, c.history, c.loaded, c.tree, c.lookup]
     c.run_btn.click(pg.run, inputs, out(RUN_OUT), api_name="run", concurrency_limit=None, show_progress="minimal")
     c.stop_btn.click(pg.stop, None, None, api_name="stop", concurrency_limit=None)
     c.tree_btn.click(pg.tree, [c.history, c.past, c.tree_cycle], c.tree_plot, api_name="tree", queue=False)

@@ -351,7 +351,19 @@ def race(c, **kw) -> tuple[list, dict]:
     return updates, final(updates)
 
 
+def test_the_lookup_switch_reaches_the_engine():
+    pg = tiny_playground()
+    copied = {}
+    for lookup in (True, False):
+        last = views(list(pg.run(**run_args(prompt="ab cd " * 8, tree="8", lookup=lookup), request=session()))[-1])
+        race = last["history"][0]
+        assert race.settings["lookup"] is lookup and race.settings["tree"] == 8
+        copied[lookup] = sum(len(c.copied) for c in race.dflash.cycles)
+    assert copied[True] > 0 and copied[False] == 0, copied
+
+
 def test_tree_settings():
+    assert parse_settings("hi", 8, 4, 0, 0, tree="auto", lookup=False).lookup is False
     assert parse_settings("hi", 8, 4, 0, 0, tree="chain").tree == 0
     auto = parse_settings("hi", 8, 4, 0, 0, tree="auto")
     assert auto.tree is None and auto.block_size is None and auto.wants_tree()
