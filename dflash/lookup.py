@@ -19,7 +19,7 @@ MAX_COPY = 32  # tokens copied per cycle
 # P(a copied token is the target's | the tokens copied before it were), by the length of the
 # match behind it (the suffix plus the tokens copied so far: a copy that keeps matching grows
 # surer), 1..MAX_MATCH. Measured on the target's greedy answers to 30 validation prompts
-# (docs/lookup.md); what the tree ranks copied paths by, against the drafter's probabilities.
+# (docs/tree.md); what the tree ranks copied paths by, against the drafter's probabilities.
 P_NEXT = (0.20, 0.58, 0.60, 0.67, 0.67, 0.81, 0.84, 0.95)
 
 
