@@ -87,11 +87,11 @@ def test_transitions_rescore_children_and_zero_transitions_change_nothing():
 def test_spine_is_the_argmax_chain_and_verifies_as_a_plain_block():
     rng = np.random.default_rng(3)
     ids, logp = _candidates(rng, 5, 4)
-    t = tree.build(99, ids, logp, 30)
+    t = tree.build(9, ids, logp, 30)
     spine = t.spine()
     assert [t.tokens[i] for i in spine[1:]] == list(ids[:, 0])  # candidates come sorted
     chain = t.path(spine[:4])
-    assert chain.is_chain and chain.tokens == (99, *ids[:3, 0]) and not t.is_chain
+    assert chain.is_chain and chain.tokens == (9, *ids[:3, 0]) and not t.is_chain
     assert tree.Layout.of(chain).chain and not tree.Layout.of(t).chain
     target = tiny_pair("llama").target
     ids_in = mx.array([list(chain.tokens)])

@@ -98,10 +98,20 @@ class FakeTokenizer:
         return [5 + (ord(c) % (VOCAB - 6)) for c in text]
 
 
+class CheckedTarget(Target):
+    """A Target that refuses ids outside its vocabulary: MLX's embedding gather does not check,
+    and reading past the table corrupts memory (a segfault later, somewhere else)."""
+
+    def forward(self, ids, cache, *args, **kw):
+        lo, hi = mx.min(ids).item(), mx.max(ids).item()
+        assert 0 <= lo and hi < self.vocab_size, f"ids {lo}..{hi} outside the vocabulary of {self.vocab_size}"
+        return super().forward(ids, cache, *args, **kw)
+
+
 def tiny_pair(family: str, drafter=None, seed: int = 0) -> Pair:
     model = tiny_model(family, seed)
     taps = drafter.target_layer_ids if drafter is not None else None
-    return Pair(Target(model, family, taps), drafter, FakeTokenizer(), f"tiny-{family}", None)
+    return Pair(CheckedTarget(model, family, taps), drafter, FakeTokenizer(), f"tiny-{family}", None)
 
 
 def save_tiny_model(path, family: str = "qwen3", seed: int = 0):
