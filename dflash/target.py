@@ -220,20 +220,24 @@ def _rope_by_table(rope, head_dim: Optional[int] = None) -> bool:
 
 
 def _rope_table(rope, positions: mx.array) -> tuple[mx.array, mx.array]:
-    """(cos, sin) [L, dims/2] at integer positions [L]. Every entry depends on its position
-    only, so a token rotates bitwise the same alone, in a block and in a tree."""
+    """(cos, sin) [L, dims] at integer positions [L], laid out for _rotate: cos twice, then -sin
+    and sin. Every entry depends on its position only, so a token rotates bitwise the same
+    alone, in a block and in a tree."""
     half = rope.dims // 2
     inv = mx.exp(mx.arange(half, dtype=mx.float32) * (-math.log(rope.base) / half)) * rope.scale
     angles = positions.astype(mx.float32)[:, None] * inv
-    return mx.cos(angles), mx.sin(angles)
+    cos, sin = mx.cos(angles), mx.sin(angles)
+    return mx.concatenate([cos, cos], axis=-1), mx.concatenate([-sin, sin], axis=-1)
 
 
 def _rotate(q: mx.array, k: mx.array, table) -> tuple[mx.array, mx.array]:
     """q [B, Hq, L, D] and k [B, Hkv, L, D] rotated together by a _rope_table (rotate-half)."""
+    # [x1 c - x2 s, x2 c + x1 s] as x * [c, c] + [x2, x1] * [-s, s]: the same bits (negating a
+    # factor negates the product exactly), three ops fewer a layer
     cos, sin = table
     x = mx.concatenate([q, k], axis=1)
-    x1, x2 = x[..., : cos.shape[-1]], x[..., cos.shape[-1] :]
-    x = mx.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    half = cos.shape[-1] // 2
+    x = x * cos + mx.concatenate([x[..., half:], x[..., :half]], axis=-1) * sin
     return x[:, : q.shape[1]], x[:, q.shape[1] :]
 
 
