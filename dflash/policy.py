@@ -58,14 +58,16 @@ MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not m
 
 def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3,
                   tree_nodes: Optional[int] = None, same: Optional[Callable[[float], float]] = None) -> dict:
-    """Median ms of a target step, and of a k-token verify and a draft read out at k positions
+    """Ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
     (n in TREE_SIZES up to tree_nodes; timed at TIMED_SIZES, linear between), chain_ms[n] a
     chain pass of n drafts (timed at 2, 8 and the block's), and draft_ms one draft plus its
-    tree build, what `TreePlanner` weighs. Measured once per pair. `same` maps
-    each median to the one every rank uses (a sharded target: rank 0's, so that all ranks take
-    the same decisions and run the same passes)."""
+    tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs after a warm-up:
+    another process or a GPU clock only ever adds time, and a median of three noisy GPU runs
+    ranked trees of 16 and 64 nodes the wrong way round in some processes. Measured once per
+    pair. `same` maps each value to the one every rank uses (a sharded target: rank 0's, so
+    that all ranks take the same decisions and run the same passes)."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter
@@ -82,7 +84,7 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3,
             t = time.perf_counter()
             mx.eval(fn())
             times.append((time.perf_counter() - t) * 1000)
-        ms = sorted(times[1:])[reps // 2]
+        ms = min(times[1:])
         return same(ms) if same else ms
 
     def verify(k, tree=None):

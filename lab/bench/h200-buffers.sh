@@ -20,7 +20,7 @@ case $phase in
 xeon)
   ( bash lab/bench/h200.sh setup > /tmp/setup.log 2>&1 ) &
   mkdir -p .gpux/cpu && cat /tmp/cpuparts/cpupart.* > .gpux/cpu/cpu.tar.xz
-  env -u PYTHONPATH -u LD_LIBRARY_PATH bash lab/cpu/xeon.sh bench $(left 120) \
+  NO_ROWS=1 env -u PYTHONPATH -u LD_LIBRARY_PATH bash lab/cpu/xeon.sh bench $(left 120) \
       --prompts-limit 2 --repeat 1 --max-tokens 128 > $OUT/xeon-call.log 2>&1
   grep -v '^\[' $OUT/xeon-call.log | tail -n 60
   wait; tail -n 3 /tmp/setup.log

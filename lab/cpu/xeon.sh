@@ -72,7 +72,7 @@ bench)
     > $OUT/xeon-cpu-2core.log 2>&1
   echo "rc $?"; grep -v '^\[' $OUT/xeon-cpu-2core.log | tail -n 40
   # which SkylakeX matmuls keep rows exact unpadded (pad 1) vs padded to 8: the next cut
-  grep -q avx512f /proc/cpuinfo && timeout 90 $pin python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads 2 --pads 1,8 --max-rows 24 \
+  [ -z "${NO_ROWS:-}" ] && grep -q avx512f /proc/cpuinfo && timeout 90 $pin python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads 2 --pads 1,8 --max-rows 24 \
     2>&1 | tee $OUT/xeon-rows-probe.log
   ;;
 scores)
