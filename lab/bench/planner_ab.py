@@ -3,6 +3,9 @@ on one loaded pair: target-only, the default with policy.py of REV, the default 
 tree's. Outputs asserted identical (CPU: bitwise).
 
     python lab/bench/planner_ab.py REV N TOKENS [PROMPTS.jsonl]   # N prompts a suite / category
+
+REV: a git revision, or a path to a saved policy.py (the device's copy of .git can lag: save the
+old file into the tree, e.g. `git show HEAD:dflash/policy.py > lab/bench/policy_before.py`).
 """
 import importlib.util, json, subprocess, sys, types
 from pathlib import Path
@@ -18,7 +21,8 @@ from dflash.events import Cycle, Summary
 from dflash.load import encode_prompt, load_pair
 
 rev, n, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-src = subprocess.run(["git", "show", f"{rev}:dflash/policy.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+src = (Path(rev).read_text() if rev.endswith(".py") else
+       subprocess.run(["git", "show", f"{rev}:dflash/policy.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
 old = types.ModuleType("dflash._policy_old"); old.__package__ = "dflash"
 exec(compile(src, "policy_old.py", "exec"), old.__dict__)
 
