@@ -8,6 +8,8 @@
 #   sweep S    GPU: target-only and the default interleaved prompt by prompt
 #              (planner_variants.py, 4 prompts a suite, 128 tokens), once per buffer setting in
 #              $SIZES (ops:MB; default "100:100 300:300 1000:1000"), each its own process.
+#   next S     GPU: what this session left open: the default (min-of-runs probe) vs tree 64;
+#              the per-shape patch vs the shipped planner; the same on a float32 target.
 #   bench S NAME [ARGS]   GPU: python -m dflash bench with ARGS into $OUT/h200-NAME.json; the
 #              buffer sizes from $OPS / $MB when set (else dflash/cuda_env.py's).
 set -uo pipefail
@@ -47,6 +49,19 @@ bench)
   $pin timeout $(left 30) python3 -m dflash bench --max-tokens 128 --repeat 1 --out $OUT/h200-$name.json "$@" 2>&1 |
     grep -v '^\[' | tail -n 6
   rm -f $OUT/*.html
+  ;;
+next)  # what the twentieth session left to measure on a GPU (commands in the README there)
+  bash lab/bench/h200.sh setup || exit 1
+  . /tmp/dflash-env.sh
+  # 1. the default with the min-of-runs cost probe against a fixed tree of 64
+  $pin timeout $(left 400) python3 lab/bench/planner_variants.py target,auto,64 4 128 2>&1 | tail -n 3
+  # 2. the per-shape cost ratios (lab/bench/planner-per-shape.patch) against the shipped planner
+  cp dflash/policy.py lab/bench/policy_before.py && git apply lab/bench/planner-per-shape.patch &&
+    $pin timeout $(left 200) python3 lab/bench/planner_ab.py lab/bench/policy_before.py 4 128 2>&1 | tail -n 3
+  git checkout dflash/policy.py 2>/dev/null || cp lab/bench/policy_before.py dflash/policy.py
+  # 3. the float32 target, interleaved on its own (its baseline is faster: compare tok/s too)
+  DTYPE=float32 $pin timeout $(left 10) python3 lab/bench/planner_variants.py target,auto,64 4 128 2>&1 | tail -n 3
+  ls -R $OUT
   ;;
 *) echo "unknown phase $phase"; exit 2 ;;
 esac

@@ -4,6 +4,7 @@ outputs asserted identical; the geometric mean ratio of each setting to target-o
     python lab/bench/planner_variants.py target,auto,0,16 2 96     # settings, prompts a suite, tokens
     python lab/bench/planner_variants.py target,auto,auto- 2 128 assets/prompts/eval.jsonl   # its first 2 a category
 
+DTYPE=float32 in the environment loads the target dequantized (as `--target-dtype float32`).
 Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the chain at the default
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-). Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
@@ -19,7 +20,7 @@ from dflash.events import Cycle, Summary
 
 variants = sys.argv[1].split(",")  # e.g. target,auto,0,8
 n_prompts, max_tokens = int(sys.argv[2]), int(sys.argv[3])
-pair = load_pair(progress=lambda s: None)
+pair = load_pair(progress=lambda s: None, target_dtype=os.environ.get("DTYPE", "auto"))  # DTYPE=float32: the dequantized target
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category
     seen = {}
