@@ -58,7 +58,7 @@ next)  # what the twentieth session left to measure on a GPU (commands in the RE
   # 2. the per-shape cost ratios (lab/bench/planner-per-shape.patch) against the shipped planner
   cp dflash/policy.py lab/bench/policy_before.py && git apply lab/bench/planner-per-shape.patch &&
     $pin timeout $(left 200) python3 lab/bench/planner_ab.py lab/bench/policy_before.py 4 128 2>&1 | tail -n 3
-  git checkout dflash/policy.py 2>/dev/null || cp lab/bench/policy_before.py dflash/policy.py
+  cp lab/bench/policy_before.py dflash/policy.py  # not git checkout: the device's .git may lag
   # 3. the float32 target, interleaved on its own (its baseline is faster: compare tok/s too)
   DTYPE=float32 $pin timeout $(left 10) python3 lab/bench/planner_variants.py target,auto,64 4 128 2>&1 | tail -n 3
   ls -R $OUT
