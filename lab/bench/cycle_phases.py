@@ -1,5 +1,6 @@
 """Where a tree cycle's time goes on this host: each phase of engine._tree_cycle timed alone
-(an eval barrier after each), medians over cycles, then plain target steps for reference.
+(an eval barrier after each; a pass's graph building
+and its evaluation apart), medians over cycles, then plain target steps for reference.
 
     python lab/bench/cycle_phases.py [--nodes 8 32] [--cycles 12]
 """
@@ -40,8 +41,9 @@ def run(pair, nodes: int, cycles: int) -> dict:
         mx.eval([x.state for x in c])
         t0 = lap("context", t0)
         logits = d.draft_logits(t, staged, d.block_size, c)
+        t0 = lap("drafter graph", t0)
         mx.eval(logits)
-        t0 = lap("drafter", t0)
+        t0 = lap("drafter eval", t0)
         ids, logp = tree.candidates(logits, token_ids=d.token_ids)
         t0 = lap("candidates", t0)
         bias = tree.transitions(d, t, ids) if d.has_markov else None
@@ -51,8 +53,9 @@ def run(pair, nodes: int, cycles: int) -> dict:
         t0 = lap("build+layout", t0)
         out, feats, _ = t.forward(mx.array([tr.tokens]), cache, tree=layout)
         posterior = mx.argmax(out[0], axis=-1)
+        t0 = lap("verify graph", t0)
         mx.eval(posterior, feats)
-        t0 = lap("verify", t0)
+        t0 = lap("verify eval", t0)
         keep, staged = tree.accept(tr, posterior.tolist())
         tree.compact(cache, len(tr), keep)
         ctx.add(feats[:, mx.array(keep)])
@@ -61,7 +64,10 @@ def run(pair, nodes: int, cycles: int) -> dict:
     for _ in range(cycles):  # plain steps: the baseline's unit
         t0 = time.perf_counter()
         out, feats, _ = t.forward(mx.array([[staged]]), cache)
-        staged = mx.argmax(out[0, -1]).item()
+        nxt = mx.argmax(out[0, -1])
+        t1 = lap("plain step graph", t0)
+        staged = nxt.item()
+        lap("plain step eval", t1)
         lap("plain step", t0)
     return {k: round(float(np.median(v)), 2) for k, v in ms.items()}
 

@@ -6,7 +6,9 @@ outputs asserted identical; the geometric mean ratio of each setting to target-o
 
 DTYPE=float32 in the environment loads the target dequantized (as `--target-dtype float32`).
 Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the chain at the default
-length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-). Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "@L" after
+any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
+L layers, so the device computes early layers while the host builds the later ones. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -17,10 +19,24 @@ from dflash.load import load_pair, encode_prompt
 from dflash.config import GenerationConfig
 from dflash import engine
 from dflash.events import Cycle, Summary
+from dflash import target as target_mod
 
 variants = sys.argv[1].split(",")  # e.g. target,auto,0,8
 n_prompts, max_tokens = int(sys.argv[2]), int(sys.argv[3])
 pair = load_pair(progress=lambda s: None, target_dtype=os.environ.get("DTYPE", "auto"))  # DTYPE=float32: the dequantized target
+ASYNC = {"every": 0}  # the running setting's "@L"
+_layer_index = {id(l): i for i, l in enumerate(pair.target.layers)}
+_layer = target_mod._decoder_layer_with
+
+
+def _layer_then_queue(layer, *args, **kw):
+    h = _layer(layer, *args, **kw)
+    if ASYNC["every"] and _layer_index[id(layer)] % ASYNC["every"] == ASYNC["every"] - 1:
+        mx.async_eval(h)
+    return h
+
+
+target_mod._decoder_layer_with = _layer_then_queue
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category
     seen = {}
@@ -37,11 +53,13 @@ for p in [dict(prompts[0], warmup=True)] + prompts:
     ids = encode_prompt(pair.tokenizer, p["prompt"])
     outs = {}
     for v in variants:
-        lookup, name = not v.endswith("-"), v.rstrip("-")
-        if v == "target":
+        base, _, every = v.partition("@")
+        ASYNC["every"] = int(every or 0)
+        lookup, name = not base.endswith("-"), base.rstrip("-")
+        if name == "target":
             cfg = GenerationConfig(mode="target", max_tokens=max_tokens)
-        elif v.startswith("b"):
-            cfg = GenerationConfig(mode="dflash", max_tokens=max_tokens, block_size=int(v[1:]), tree=0)
+        elif name.startswith("b"):
+            cfg = GenerationConfig(mode="dflash", max_tokens=max_tokens, block_size=int(name[1:]), tree=0)
         else:
             cfg = GenerationConfig(mode="dflash", max_tokens=max_tokens, tree=None if name == "auto" else int(name),
                                    lookup=lookup)
@@ -54,7 +72,7 @@ for p in [dict(prompts[0], warmup=True)] + prompts:
         outs[v] = s.token_ids
         res[v].append(s.decode_tok_s)
         taus[v].append(s.tau)
-        if v == "auto": trace.append(cyc)
+        if name == "auto": trace.append(cyc)
         print(p["id"], v, f"{s.decode_tok_s:.2f} tok/s tau {s.tau:.2f}", flush=True)
     if len(set(outs.values())) > 1:  # bitwise on a CPU; a near-tie may differ on a GPU
         assert mx.default_device() != mx.cpu, "outputs differ"
