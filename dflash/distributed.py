@@ -193,8 +193,8 @@ class _CheckedPlanner:
     def max_nodes(self) -> int:
         return self.inner.max_nodes
 
-    def next_k(self) -> int:
-        k = self.inner.next_k()
+    def next_k(self, copy_logp=()) -> int:
+        k = self.inner.next_k(copy_logp)
         self.agree.check(k, "the next verify length")
         return k
 

@@ -91,13 +91,14 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
         if cancel is not None and cancel.is_set():
             out.finish = "cancelled"
             break
-        k = planner.next_k() if planner else B  # 1: a plain target step
+        copy = seen.propose() if seen is not None else ([], [])  # from earlier in the context
+        k = planner.next_k(copy[1]) if planner else B  # 1: a plain target step
         shape = ((), (), ())
         if k == 1:
             drafted, acc, committed, times = _target_cycle(target, cache, sampler, out, staged, extend)
         elif nodes is not None:
             drafted, acc, committed, times, shape = _tree_cycle(
-                target, drafter, cache, context, out, staged, B, nodes, planner, seen)
+                target, drafter, cache, context, out, staged, B, nodes, planner, copy)
         else:
             drafted, acc, committed, times = _dflash_cycle(
                 target, drafter, cache, context, sampler, out, staged, k)
@@ -202,7 +203,7 @@ def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):
     return tuple(drafted), acc, committed, times
 
 
-def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner, seen=None):
+def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner, copy=((), ())):
     t = perf_counter()
     # draft: one drafter pass over the block, then the most probable paths through it (and
     # through a copy from the context)
@@ -211,10 +212,10 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner,
     bias = tree.transitions(drafter, target, ids) if getattr(drafter, "has_markov", False) else None
     budget = planner.max_nodes if planner else nodes
     tr = tree.build(staged, ids, logp, budget, bias)
-    copy, copy_logp = seen.propose() if seen is not None else ([], [])
-    tr = tree.graft(tr, copy, copy_logp, budget)
+    tr = tree.graft(tr, *copy, budget)
     if planner:
         tr = planner.choose(tr)  # its best-first prefix, or its spine
+    tr = tr.spine_first()  # accepted along the spine, the caches only trim
     t_draft = perf_counter()
 
     # verify: one target pass over every node, each seeing only its ancestors
@@ -233,7 +234,7 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner,
         tree.compact(cache, len(tr), keep)
         context.add(feats[:, mx.array(keep)])
     times = (t_draft - t, t_verify - t_draft, perf_counter() - t_verify)
-    return tr.tokens[1:], acc, committed, times, (tr.parents[1:], tuple(keep[1:]), tr.follow(copy))
+    return tr.tokens[1:], acc, committed, times, (tr.parents[1:], tuple(keep[1:]), tr.follow(copy[0]))
 
 
 class _DraftContext:

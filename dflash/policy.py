@@ -180,7 +180,8 @@ class Planner:
             out.append(p)
         return out
 
-    def next_k(self) -> int:
+    def next_k(self, copy_logp=()) -> int:
+        """copy_logp: unused (a chain verifies no copy from the context)."""
         return self.B if self.cycles >= self.probe_at else (self.choice or 1)
 
     def observe(self, k: int, acc: int, ms: Optional[float] = None) -> None:
@@ -219,7 +220,8 @@ class TreePlanner:
     on the typical shape (moving means of the chosen shapes' predicted accepts and costs) at the
     current scale, so a probe that lands counts at once; while it loses to a plain target step
     by the NOISE margin, plain steps run, with probes spaced as in Planner (the extra cost of a probe is that of the
-    shape the last one verified). The costs were measured on bare passes; a real cycle also pays
+    shape the last one verified), and a cycle drafts between probes when the context offers a
+    copy whose own expected accepts pay for it (repetition the drafter's record cannot foresee). The costs were measured on bare passes; a real cycle also pays
     the host's work around them (the tree's build, syncs, the emitted events), so each kind of
     cycle's real time, when the engine gives it, scales its measured cost: drafted cycles by one
     moving ratio, plain steps by another (the drafted one until a plain step ran).
@@ -233,6 +235,7 @@ class TreePlanner:
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
         self.cycles, self.probe_at, self.drafted = 0, 0, 0
         self.slow_cycle, self.slow_step = 1.0, None  # real / measured cost, drafted and plain
+        self._by_copy = False  # the cycle drafts because a copy from the context pays
 
     @property
     def max_nodes(self) -> int:
@@ -253,10 +256,22 @@ class TreePlanner:
         expected, ms = self.shape
         return (1 + self.scale * expected) / (ms * self.slow_cycle) >= NOISE / self.step_ms()
 
-    def next_k(self) -> int:
+    def next_k(self, copy_logp=()) -> int:
         """Tokens to verify next: a tree of up to max_nodes (+ the staged token), or 1 (a plain
-        target step) while trees lose and no probe is due."""
-        return self.max_nodes + 1 if self.pays() or self.cycles >= self.probe_at else 1
+        target step) while trees lose, no probe is due and no copy from the context would pay
+        by itself (copy_logp: its tokens' path log-probabilities, lookup.py)."""
+        self._by_copy = False
+        if self.pays() or self.cycles >= self.probe_at:
+            return self.max_nodes + 1
+        self._by_copy = self._copy_pays(copy_logp)
+        return self.max_nodes + 1 if self._by_copy else 1
+
+    def _copy_pays(self, copy_logp) -> bool:
+        """Whether a cycle of the typical shape pays on the copy's expected accepts alone: a
+        text that repeats itself is worth drafting however the drafter did before it."""
+        if not len(copy_logp) or self.shape is None:
+            return False
+        return (1 + float(np.exp(copy_logp).sum())) / (self.shape[1] * self.slow_cycle) >= NOISE / self.step_ms()
 
     def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
         """What to verify of a drafted tree: its first n nodes, or the first n of its spine."""
@@ -290,7 +305,7 @@ class TreePlanner:
         self.shape = now if self.shape is None else (1 - SHAPE_WEIGHT) * self.shape + SHAPE_WEIGHT * now
         if self.pays():
             self.interval = self.base
-        else:  # a losing probe: the next one comes later, never sooner than its cost allows
+        elif not self._by_copy:  # a losing probe (a copy's cycle is none: the schedule stands): the next one comes later, never sooner than its cost allows
             min_gap = math.ceil((self._cycle_ms * self.slow_cycle / self.step_ms() - 1) / (NOISE - 1))
             self.interval = max(min(2 * self.interval, self.max_interval), min_gap)
             self.probe_at = self.cycles + self.interval

@@ -54,6 +54,17 @@ class Tree:
             path.append(first[path[-1]])
         return path
 
+    def spine_first(self) -> "Tree":
+        """The same tree with its spine's nodes first, the others after them in their order
+        (parents still before children): where the target accepts along the spine, the path
+        kept is a prefix of the pass, and `compact` a plain trim."""
+        order = self.spine()
+        on_spine = set(order)
+        order += [i for i in range(1, len(self)) if i not in on_spine]
+        new = {old: n for n, old in enumerate(order)}
+        return Tree(tuple(self.tokens[i] for i in order), tuple(new.get(self.parents[i], -1) for i in order),
+                    tuple(self.depths[i] for i in order), tuple(self.logp[i] for i in order))
+
     def path(self, nodes: list[int]) -> "Tree":
         """The chain of `nodes` (a root path, root first) as a tree of its own."""
         n = len(nodes)
@@ -241,14 +252,15 @@ def compact(cache: list, n_fed: int, keep: list[int]) -> None:
     n_fed just verified, in order (their keys were roped at committed length + depth, which is
     their position in the compacted sequence)."""
     n = len(keep)
-    if keep == list(range(n)):  # a prefix: a plain trim
+    m = next((i for i, node in enumerate(keep) if node != i), n)  # nodes already in place
+    if m == n:  # a prefix: a plain trim
         for c in cache:
             c.trim(n_fed - n)
         return
-    idx = mx.array(keep)
+    idx = mx.array(keep[m:])
     for c in cache:
         start = c.offset - n_fed
         for name in ("keys", "values"):
             a = getattr(c, name)
-            a[..., start : start + n, :] = mx.take(a[..., start : start + n_fed, :], idx, axis=2)
+            a[..., start + m : start + n, :] = mx.take(a[..., start : start + n_fed, :], idx, axis=2)
         c.offset = start + n

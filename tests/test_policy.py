@@ -4,6 +4,8 @@ never changes the output."""
 import math
 import random
 
+import numpy as np
+
 from dflash.config import GenerationConfig
 from dflash.engine import stream
 from dflash.policy import Planner, _monotone, choose_verify_length, measure_costs
@@ -187,6 +189,30 @@ def test_tree_planner_keeps_drafting_after_one_miss_and_resumes_when_a_probe_lan
             landed += 1
         tp.observe(k, k - 1)
     assert tp.pays() and tp.next_k() > 1
+
+
+def test_tree_planner_drafts_where_a_copy_pays_without_moving_its_probes():
+    """Between probes, plain steps run; a cycle still drafts when the context offers a copy
+    whose own expected accepts pay for it, and a copy that lands nothing leaves the probes'
+    schedule as it was."""
+    from dflash.lookup import P_NEXT
+    from dflash.policy import TreePlanner
+
+    tp = TreePlanner(TREE_COSTS)
+    optimistic = _tree([0.95] * 64)
+    for _ in range(60):  # the target accepts nothing: plain steps, probes at growing intervals
+        k = tp.next_k()
+        tp.observe(len(tp.choose(optimistic)) if k > 1 else 1, 0)
+    while tp.cycles + 1 >= tp.probe_at:  # not just before a probe
+        tp.observe(1, 0)
+    assert tp.next_k() == 1
+    long_match = np.cumsum(np.log([P_NEXT[-1]] * 32))  # an 8-token match: ~14 expected accepts
+    weak = np.cumsum(np.log([P_NEXT[0]] * 32))  # a 1-token match: ~0.25
+    assert tp.next_k(weak) == 1
+    probe_at, interval = tp.probe_at, tp.interval
+    assert tp.next_k(long_match) > 1
+    tp.observe(len(tp.choose(optimistic)), 0)  # the copy missed
+    assert (tp.probe_at, tp.interval) == (probe_at, interval) and tp.next_k() == 1
 
 
 def test_tree_planner_weighs_what_cycles_really_cost():

@@ -165,6 +165,49 @@ def test_tree_rows_equal_their_path_decoded_alone(family):
             assert mx.array_equal(a, b).item(), name
 
 
+def test_spine_first_keeps_the_tree_and_puts_its_spine_in_front():
+    rng = np.random.default_rng(5)
+    ids, logp = _candidates(rng, 6, 4)
+    t = tree.build(9, ids, logp, 40)
+    s = t.spine_first()
+    n = len(t.spine())
+    assert s.spine() == list(range(n))
+    assert all(s.parents[i] < i for i in range(1, len(s)))  # parents before children
+    paths = lambda x: sorted(tuple(x.tokens[j] for j in _path(x, i)) for i in range(len(x)))
+    assert paths(s) == paths(t) and sorted(s.logp) == sorted(t.logp)
+
+
+@pytest.mark.parametrize("diverge", [None, 0, 2])
+def test_compaction_keeps_any_root_path_of_a_spine_first_tree(diverge):
+    """The spine kept whole is a trim; a path leaving it at depth `diverge` copies only the
+    nodes after the ones already in place. Either way: a fresh prefill's caches."""
+    pair = tiny_pair("qwen3", seed=4)
+    target = pair.target
+    rng = np.random.default_rng(7)
+    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, 40)]
+    ids, logp = _candidates(rng, 5, 3)
+    t = tree.build(prompt[-1], ids % (VOCAB - 4) + 4, logp, 25).spine_first()
+    spine = t.spine()
+    if diverge is None:
+        keep = spine
+    else:  # off the spine after spine[diverge], then down the first children
+        keep = spine[: diverge + 1]
+        keep.append(next(i for i in range(1, len(t)) if t.parents[i] == keep[-1] and i not in spine))
+        while (child := next((i for i in range(1, len(t)) if t.parents[i] == keep[-1]), None)):
+            keep.append(child)
+    cache = target.make_cache()
+    target.forward(mx.array([prompt[:-1]]), cache)
+    target.forward(mx.array([t.tokens]), cache, tree=tree.Layout.of(t))
+    tree.compact(cache, len(t), keep)
+    fresh = target.make_cache()
+    target.forward(mx.array([prompt[:-1] + [t.tokens[i] for i in keep]]), fresh)
+    for c, f in zip(cache, fresh):
+        assert c.offset == f.offset
+        for name in ("keys", "values"):
+            a, b = (getattr(x, name)[..., : x.offset, :] for x in (c, f))
+            assert mx.array_equal(a, b).item(), name
+
+
 class TreeOracle:
     """Drafts the target's own continuation, the right token sometimes ranked 2nd-4th or absent,
     so accepted paths run through siblings (see tests/test_engine.py's OracleDrafter)."""

@@ -1,6 +1,6 @@
 """Two versions of dflash/policy.py (the planner and its cost probe), interleaved prompt by prompt
 on one loaded pair: target-only, the default with policy.py of REV, the default with the working
-tree's. Outputs asserted identical (CPU: bitwise).
+tree's, in alternating order. Outputs asserted identical (CPU: bitwise).
 
     python lab/bench/planner_ab.py REV N TOKENS [PROMPTS.jsonl]   # N prompts a suite / category
 
@@ -41,10 +41,10 @@ else:
 costs = {}
 res = {v: [] for v in ("target", rev, "new")}
 taus = {v: [] for v in res}
-for p in [dict(prompts[0], warmup=True)] + prompts:
+for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
     ids = encode_prompt(pair.tokenizer, p["prompt"])
     outs = {}
-    for v in res:
+    for v in (list(res) if i % 2 else list(res)[::-1]):  # order alternates: drift hits all alike
         if v != "target":  # this version's planner and its own cost measurement
             mod = old if v == rev else policy
             engine.TreePlanner, engine.measure_costs = mod.TreePlanner, mod.measure_costs

@@ -1,5 +1,6 @@
 """Per prompt, interleaved on one loaded pair: target-only and DFlash settings, decode tok/s,
-outputs asserted identical; the geometric mean ratio of each setting to target-only.
+outputs asserted identical; the geometric mean ratio of each setting to target-only. The settings run in the given order on
+odd prompts and reversed on even ones.
 
     python lab/bench/planner_variants.py target,auto,0,16 2 96     # settings, prompts a suite, tokens
     python lab/bench/planner_variants.py target,auto,auto- 2 128 assets/prompts/eval.jsonl   # its first 2 a category
@@ -8,7 +9,8 @@ DTYPE=float32 in the environment loads the target dequantized (as `--target-dtyp
 Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the chain at the default
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "@L" after
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
-L layers, so the device computes early layers while the host builds the later ones. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+L layers, so the device computes early layers while the host builds the later ones; "auto!":
+the planner without its copy trigger (drafting between probes when a copy from the context pays). Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -20,6 +22,7 @@ from dflash.config import GenerationConfig
 from dflash import engine
 from dflash.events import Cycle, Summary
 from dflash import target as target_mod
+from dflash.policy import TreePlanner
 
 variants = sys.argv[1].split(",")  # e.g. target,auto,0,8
 n_prompts, max_tokens = int(sys.argv[2]), int(sys.argv[3])
@@ -37,6 +40,7 @@ def _layer_then_queue(layer, *args, **kw):
 
 
 target_mod._decoder_layer_with = _layer_then_queue
+_copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category
     seen = {}
@@ -48,13 +52,15 @@ for suite in ("chat", "code", "math") if len(sys.argv) <= 4 else ():
     rows = [json.loads(l) for l in open(Path(__file__).resolve().parents[2] / "assets" / "bench" / f"{suite}.jsonl")]
     prompts += rows[:n_prompts]
 res, taus = {v: [] for v in variants}, {v: [] for v in variants}  # the first prompt runs once first, unmeasured: kernels compile, costs are timed
-trace = []
-for p in [dict(prompts[0], warmup=True)] + prompts:
+trace = {}  # per auto setting: each prompt's cycles (verified, accepted, ms)
+for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
     ids = encode_prompt(pair.tokenizer, p["prompt"])
     outs = {}
-    for v in variants:
+    for v in (variants if i % 2 else variants[::-1]):  # order alternates: drift hits all alike
         base, _, every = v.partition("@")
         ASYNC["every"] = int(every or 0)
+        TreePlanner._copy_pays = _no_copy if "!" in base else _copy_pays
+        base = base.replace("!", "")
         lookup, name = not base.endswith("-"), base.rstrip("-")
         if name == "target":
             cfg = GenerationConfig(mode="target", max_tokens=max_tokens)
@@ -72,7 +78,7 @@ for p in [dict(prompts[0], warmup=True)] + prompts:
         outs[v] = s.token_ids
         res[v].append(s.decode_tok_s)
         taus[v].append(s.tau)
-        if name == "auto": trace.append(cyc)
+        if name == "auto": trace.setdefault(v, []).append(cyc)
         print(p["id"], v, f"{s.decode_tok_s:.2f} tok/s tau {s.tau:.2f}", flush=True)
     if len(set(outs.values())) > 1:  # bitwise on a CPU; a near-tie may differ on a GPU
         assert mx.default_device() != mx.cpu, "outputs differ"
@@ -80,5 +86,5 @@ for p in [dict(prompts[0], warmup=True)] + prompts:
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_"), Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
-json.dump({"res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts]}, open(out, "w"))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("@", "a"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+json.dump({"res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
