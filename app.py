@@ -105,7 +105,8 @@ def model_choices(model: Optional[str], draft: Optional[str], allow_custom: bool
 def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False,
                    tree="chain", lookup=True) -> GenerationConfig:
     """The UI's values as a validated config; ValueError with a message for the user. `tree`:
-    "auto" (sized per cycle), "chain" (the block size and adaptive switch apply) or a node count;
+    "auto" (this host's default: sized per cycle on a CPU, 64 nodes on a GPU), "chain" (the
+    block size and adaptive switch apply) or a node count;
     `lookup`: trees also verify a copy from the context."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type something or pick a preset.")
@@ -360,7 +361,7 @@ class Playground:
                 yield from self._stream(ctl, runs, mode, decode, f"▶ Running {LABELS[mode]} ({step} of 2)…")
         settings = {k: v for k, v in asdict(cfg).items() if k != "mode" and v is not None} | {"chat_template": chat}
         if cfg.wants_tree() and cfg.tree is None:
-            settings["tree"] = "auto"  # sized per cycle by the engine
+            settings["tree"] = "auto"  # the engine's default for this host
         pair = label if label != CUSTOM else " + ".join(filter(None, key))
         race = Race(runs["target"], runs["dflash"], prompt, settings, pair, self.machine, stopped=ctl.stopped)
         t, d = race.target.summary, race.dflash.summary
@@ -556,7 +557,8 @@ def _settings_panel(c, choices: dict) -> None:
         c.seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
     with gr.Row():  # how DFlash verifies
         c.tree = gr.Dropdown(list(TREES), value="auto", label="Tree budget", elem_id="tree",
-                             info="drafted nodes verified per pass; auto: sized per cycle from measured costs")
+                             info="drafted nodes verified per pass; auto: sized per cycle from measured costs "
+                                  "on a CPU, 64 on a GPU")
         c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1, label="Block size (chain)",
                                  elem_id="block-size", info="with Tree budget = chain: ≤ the drafter's block")
         c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")

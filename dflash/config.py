@@ -29,6 +29,19 @@ def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> i
     return min(drafter_block_size, CPU_BLOCK_SIZE) if on_cpu else drafter_block_size
 
 
+def default_tree_nodes(on_cpu: bool | None = None) -> int | str:
+    """The tree when none is asked for: on a CPU "auto" (each cycle's size, or a plain step, from
+    measured costs: policy.TreePlanner), on a GPU MAX_TREE nodes every cycle. A GPU pass of 64
+    nodes costs what one of 5 does, and on an H200 the fixed 64 beat the per-cycle planner in
+    every interleaved comparison (its plain-step stretches cost more than they saved:
+    docs/tree.md)."""
+    if on_cpu is None:
+        import mlx.core as mx
+
+        on_cpu = mx.default_device() == mx.cpu
+    return "auto" if on_cpu else MAX_TREE
+
+
 @dataclass(frozen=True)
 class GenerationConfig:
     """What one generation does. `block_size=None`: `default_block_size` (the drafter's block on a
@@ -42,8 +55,8 @@ class GenerationConfig:
     seed: int = 0
     adaptive: bool = False  # DFlash: choose each cycle's verify length (<= block_size) from measured costs
     # DFlash: drafted nodes verified per target pass (tree.py); 0 = the argmax chain; None =
-    # chosen per cycle from measured costs where the target takes trees, unless a chain
-    # length (block_size / adaptive) is asked for
+    # default_tree_nodes() where the target takes trees, unless a chain length (block_size /
+    # adaptive) is asked for
     tree: int | None = None
     lookup: bool = True  # tree cycles also verify a copy from earlier in the context (lookup.py)
 

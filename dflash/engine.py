@@ -21,7 +21,7 @@ from typing import Iterator, Optional
 
 import mlx.core as mx
 
-from .config import MAX_TREE, GenerationConfig
+from .config import MAX_TREE, GenerationConfig, default_tree_nodes
 from . import lookup, tree
 from .events import Cycle, Event, Prefill, Summary, Token
 from .policy import Planner, TreePlanner, measure_costs
@@ -153,15 +153,16 @@ def _plan(pair, cfg, n_prompt):
 
 
 def _tree_nodes(pair, cfg):
-    """(nodes, note): drafted nodes per tree pass ("auto": chosen per cycle) or None for the
-    chain, and a note saying why a tree was wanted but the chain runs."""
+    """(nodes, note): drafted nodes per tree pass ("auto": chosen per cycle; unasked: this
+    host's default) or None for the chain, and a note saying why a tree was wanted but the
+    chain runs."""
     if not cfg.wants_tree():
         return None, None
     if not pair.target.tree_capable:
         return None, "this target verifies the chain: its GatedDeltaNet layers cannot take a tree"
     if cfg.temperature > 0:
         return None, "sampling verifies the chain: exact multi-path sampling is not implemented"
-    return (cfg.tree or "auto"), None
+    return (cfg.tree or default_tree_nodes()), None
 
 
 def _costs(pair, B, tree_nodes=None) -> dict:
