@@ -210,19 +210,20 @@ class TreePlanner:
     measured costs.
 
     A best-first tree of n nodes is the first n nodes of a larger one, and its expected accepted
-    drafts are the sum of its nodes' path probabilities (tree.expected_accepts); the chain is the
-    tree's spine (each node's most probable child), whose pass costs less where a tree's
-    attention gathers ancestors (the CPU). Those are the drafter's own probabilities, so they are
-    scaled by what the target really accepted against what they predicted (counts fading by
+    drafts are the sum of its nodes' path probabilities (tree.expected_accepts); the chain is
+    the tree's spine (each node's most probable child), whose pass costs less where a tree's
+    attention gathers ancestors (the CPU). Those are the drafter's own probabilities, so they
+    are scaled by what the target really accepted against what they predicted (counts fading by
     `decay`, from `prior` pseudo-counts). An answer's first tokens are often the hardest to
     draft, so the first WARMUP cycles draft whatever they predict. Each drafted cycle verifies
     the shape with the most expected tokens per second. Whether drafting pays at all is judged
     on the typical shape (moving means of the chosen shapes' predicted accepts and costs) at the
     current scale, so a probe that lands counts at once; while it loses to a plain target step
-    by the NOISE margin, plain steps run, with probes spaced as in Planner (the extra cost of a probe is that of the
-    shape the last one verified), and a cycle drafts between probes when the context offers a
-    copy whose own expected accepts pay for it (repetition the drafter's record cannot foresee). The costs were measured on bare passes; a real cycle also pays
-    the host's work around them (the tree's build, syncs, the emitted events), so each kind of
+    by the NOISE margin, plain steps run, with probes spaced as in Planner (the extra cost of a
+    probe is that of the shape the last one verified), and a cycle drafts between probes when
+    the context offers a copy whose own expected accepts pay for it (repetition the drafter's
+    record cannot foresee). The costs were measured on bare passes; a real cycle also pays the
+    host's work around them (the tree's build, syncs, the emitted events), so each kind of
     cycle's real time, when the engine gives it, scales its measured cost: drafted cycles by one
     moving ratio, plain steps by another (the drafted one until a plain step ran).
     """
