@@ -105,7 +105,7 @@ def model_choices(model: Optional[str], draft: Optional[str], allow_custom: bool
 def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=False,
                    tree="chain", lookup=True) -> GenerationConfig:
     """The UI's values as a validated config; ValueError with a message for the user. `tree`:
-    "auto" (this host's default: sized per cycle on a CPU, 64 nodes on a GPU), "chain" (the
+    "auto" (this host's default: sized per cycle, 64 nodes on a CUDA GPU), "chain" (the
     block size and adaptive switch apply) or a node count;
     `lookup`: trees also verify a copy from the context."""
     if not isinstance(prompt, str) or not prompt.strip():
@@ -558,7 +558,7 @@ def _settings_panel(c, choices: dict) -> None:
     with gr.Row():  # how DFlash verifies
         c.tree = gr.Dropdown(list(TREES), value="auto", label="Tree budget", elem_id="tree",
                              info="drafted nodes verified per pass; auto: sized per cycle from measured costs "
-                                  "on a CPU, 64 on a GPU")
+                                  "(64 on a CUDA GPU)")
         c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1, label="Block size (chain)",
                                  elem_id="block-size", info="with Tree budget = chain: ≤ the drafter's block")
         c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")

@@ -27,7 +27,7 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
                    help="drafted nodes verified per target pass, as a tree of the most probable "
                         f"paths (1..{MAX_TREE}); 0 = the argmax chain; 'auto' (the default unless "
                         "--block-size is given): this host's best, each cycle's tree size from "
-                        f"measured costs on a CPU, {MAX_TREE} nodes on a GPU")
+                        f"measured costs; {MAX_TREE} nodes on a CUDA GPU")
     p.add_argument("--no-lookup", dest="lookup", action="store_false",
                    help="trees verify the drafter's paths only, no copy from earlier in the context")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
