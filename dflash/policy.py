@@ -255,7 +255,12 @@ class TreePlanner:
         if self.drafted < WARMUP:  # an answer's opening is no sample of its drafts: optimistic
             return True
         expected, ms = self.shape
-        return (1 + self.scale * expected) / (ms * self.slow_cycle) >= NOISE / self.step_ms()
+        return self._beats_a_step(self.scale * expected, ms)
+
+    def _beats_a_step(self, accepts: float, ms: float) -> bool:
+        """Whether a drafted cycle of measured cost `ms` committing 1 + `accepts` tokens beats
+        plain target steps by the NOISE margin, both at what the loop really pays."""
+        return (1 + accepts) / (ms * self.slow_cycle) >= NOISE / self.step_ms()
 
     def next_k(self, copy_logp=()) -> int:
         """Tokens to verify next: a tree of up to max_nodes (+ the staged token), or 1 (a plain
@@ -272,7 +277,7 @@ class TreePlanner:
         text that repeats itself is worth drafting however the drafter did before it."""
         if not len(copy_logp) or self.shape is None:
             return False
-        return (1 + float(np.exp(copy_logp).sum())) / (self.shape[1] * self.slow_cycle) >= NOISE / self.step_ms()
+        return self._beats_a_step(float(np.exp(copy_logp).sum()), self.shape[1])
 
     def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
         """What to verify of a drafted tree: its first n nodes, or the first n of its spine."""
@@ -306,7 +311,8 @@ class TreePlanner:
         self.shape = now if self.shape is None else (1 - SHAPE_WEIGHT) * self.shape + SHAPE_WEIGHT * now
         if self.pays():
             self.interval = self.base
-        elif not self._by_copy:  # a losing probe (a copy's cycle is none: the schedule stands): the next one comes later, never sooner than its cost allows
+        elif not self._by_copy:  # a losing probe (a copy's cycle is none: the schedule stands):
+            # the next one comes later, never sooner than its cost allows
             min_gap = math.ceil((self._cycle_ms * self.slow_cycle / self.step_ms() - 1) / (NOISE - 1))
             self.interval = max(min(2 * self.interval, self.max_interval), min_gap)
             self.probe_at = self.cycles + self.interval
