@@ -209,8 +209,7 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner,
     # draft: one drafter pass over the block, then the most probable paths through it (and
     # through a copy from the context)
     logits = drafter.draft_logits(target, staged, B, context.cache())
-    ids, logp = tree.candidates(logits, token_ids=drafter.token_ids)
-    bias = tree.transitions(drafter, target, ids) if getattr(drafter, "has_markov", False) else None
+    ids, logp, bias = tree.draft(drafter, target, logits)
     budget = planner.max_nodes if planner else nodes
     tr = tree.build(staged, ids, logp, budget, bias)
     tr = tree.graft(tr, *copy, budget)

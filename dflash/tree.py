@@ -86,17 +86,41 @@ class Tree:
         return self.parents == (-1, *range(len(self) - 1))
 
 
+def draft(drafter, target, logits: mx.array, width: int = WIDTH):
+    """A tree's inputs from the drafter's block logits [D, n]: `candidates` (ids, logp [D, W])
+    and, with a Markov head, their `transitions` [D, W, W] (else None). On a GPU they cross to
+    the host together, in one round trip."""
+    cols, logp = _top(logits, width)
+    bias = None
+    if getattr(drafter, "has_markov", False):
+        bias = _transitions(drafter, target, mx.array(cols) if isinstance(cols, np.ndarray) else cols)
+    cols, logp, bias = _host(cols, logp, bias)
+    return (cols if drafter.token_ids is None else drafter.token_ids[cols]), logp, bias
+
+
 def candidates(logits: mx.array, width: int = WIDTH,
                token_ids: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Per block position the `width` most likely draft tokens, best first, with log-probs.
 
     logits [D, n] (positions 1..D; column c is token token_ids[c], or token c) -> (ids [D, W],
-    logp [D, W]). On a CPU in numpy (MLX's CPU logsumexp and argpartition cost ~10x more
-    there); on a GPU in MLX, so that only the [D, W] results cross to the host.
+    logp [D, W]).
     """
-    top = _top_on_host if mx.default_device() == mx.cpu else _top_on_device
-    cols, logp = top(logits.astype(mx.float32) / TEMPERATURE, min(width, logits.shape[-1]))
+    cols, logp = _host(*_top(logits, width))
     return (cols if token_ids is None else token_ids[cols]), logp
+
+
+def _top(logits: mx.array, width: int):
+    """(columns, log-probs) of the top `width` per row, best first: on a CPU in numpy (MLX's CPU
+    logsumexp and argpartition cost ~10x more there); on a GPU in MLX, unevaluated, so that
+    only the [D, W] results cross to the host."""
+    top = _top_on_host if mx.default_device() == mx.cpu else _top_on_device
+    return top(logits.astype(mx.float32) / TEMPERATURE, min(width, logits.shape[-1]))
+
+
+def _host(*xs):
+    """numpy copies of the MLX arrays among xs, evaluated together (others as they are)."""
+    mx.eval([x for x in xs if isinstance(x, mx.array)])
+    return [np.array(x) if isinstance(x, mx.array) else x for x in xs]
 
 
 def _top_on_host(x: mx.array, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -109,14 +133,13 @@ def _top_on_host(x: mx.array, width: int) -> tuple[np.ndarray, np.ndarray]:
     return cols, top - (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))
 
 
-def _top_on_device(x: mx.array, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _top_on_device(x: mx.array, width: int) -> tuple[mx.array, mx.array]:
+    """`_top_on_host` in MLX, unevaluated."""
     cols = mx.argpartition(-x, width - 1, axis=-1)[:, :width]
     top = mx.take_along_axis(x, cols, -1)
     order = mx.argsort(-top, axis=-1)
     cols, top = mx.take_along_axis(cols, order, -1), mx.take_along_axis(top, order, -1)
-    logp = top - mx.logsumexp(x, axis=-1, keepdims=True)
-    mx.eval(cols, logp)
-    return np.array(cols), np.array(logp)
+    return cols, top - mx.logsumexp(x, axis=-1, keepdims=True)
 
 
 def build(staged: int, ids: np.ndarray, logp: np.ndarray, budget: int,
@@ -182,14 +205,17 @@ def transitions(drafter, target, ids: np.ndarray) -> np.ndarray:
     [d, i, j] = bias of candidate j at depth d+1 after candidate i at depth d; depth 1 takes
     none (its block input is the staged token itself: MarkovHead). Only these D*W*W entries of
     the head are computed."""
-    D, W = ids.shape
+    cols = ids if drafter.vocab is None else drafter.vocab.rows_of(ids)
+    return np.array(_transitions(drafter, target, mx.array(cols)))
+
+
+def _transitions(drafter, target, cols: mx.array) -> mx.array:
+    """`transitions` for candidates given as draft-vocabulary columns (the head's rows), unevaluated."""
+    D, W = cols.shape
     head = drafter.markov
-    prev = mx.array(ids[:-1].ravel())
-    p = head.in_proj(target.embed(prev).astype(head.in_proj.weight.dtype))  # [(D-1)W, r]
-    rows = ids[1:] if drafter.vocab is None else drafter.vocab.rows_of(ids[1:])
-    q = head.out_proj.weight[mx.array(rows)]  # [D-1, W, r]
-    rest = (p.reshape(D - 1, W, -1) @ q.swapaxes(-1, -2)).astype(mx.float32)
-    return np.concatenate([np.zeros((1, W, W), np.float32), np.array(rest)])
+    p = head.in_proj(target.embed(drafter._token(cols[:-1].reshape(-1))).astype(head.in_proj.weight.dtype))
+    rest = (p.reshape(D - 1, W, -1) @ head.out_proj.weight[cols[1:]].swapaxes(-1, -2)).astype(mx.float32)
+    return mx.concatenate([mx.zeros((1, W, W), mx.float32), rest])
 
 
 def _child_scores(logp: np.ndarray, transitions: Optional[np.ndarray]) -> np.ndarray:

@@ -69,7 +69,7 @@ def test_candidates_are_the_top_tokens_with_their_log_probs():
     plain_ids, plain_logp = tree.candidates(mx.array(full), width=4)
     assert (plain_ids == ids).all() and np.allclose(plain_logp, logp)
     for x in (sub, full):  # the GPU's path gives the CPU's
-        host, device = tree._top_on_host(mx.array(x), 4), tree._top_on_device(mx.array(x), 4)
+        host, device = tree._top_on_host(mx.array(x), 4), tree._host(*tree._top_on_device(mx.array(x), 4))
         assert (host[0] == device[0]).all() and np.allclose(host[1], device[1], rtol=1e-5)
 
 
@@ -332,6 +332,25 @@ def test_markov_transitions_are_the_heads_bias_on_candidates(draft_vocab):
     for depth in (1, 2):
         for i in range(3):
             assert np.allclose(got[depth, i], row(ids[depth - 1, i])[ids[depth]], atol=1e-5)
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+@pytest.mark.parametrize("draft_vocab", [False, True])
+def test_draft_gives_candidates_and_transitions_in_one_go(draft_vocab, on_device, monkeypatch):
+    """tree.draft (the engine's: one device round trip on a GPU) equals tree.candidates then
+    tree.transitions, on the host's path and on the GPU's (forced here)."""
+    from dflash.drafter import DraftVocab
+
+    vocab = DraftVocab(np.arange(1, VOCAB, 2)) if draft_vocab else None
+    d = _with_markov_head(tiny_drafter(block_size=8), vocab)
+    pair = tiny_pair("llama", d)
+    logits = mx.random.normal((5, VOCAB // 2 if draft_vocab else VOCAB), key=mx.random.key(3)) * 2
+    want_ids, want_logp = tree.candidates(logits, width=4, token_ids=d.token_ids)
+    if on_device:
+        monkeypatch.setattr(tree, "_top_on_host", tree._top_on_device)
+    ids, logp, bias = tree.draft(d, pair.target, logits, width=4)
+    assert (ids == want_ids).all() and np.allclose(logp, want_logp, rtol=1e-5)
+    assert np.allclose(bias, tree.transitions(d, pair.target, ids), atol=1e-5)
 
 
 @pytest.mark.parametrize("tree_nodes", [0, 6, 24])
