@@ -5,7 +5,8 @@ odd prompts and reversed on even ones.
     python lab/bench/planner_variants.py target,auto,0,16 2 96     # settings, prompts a suite, tokens
     python lab/bench/planner_variants.py target,auto,auto- 2 128 assets/prompts/eval.jsonl   # its first 2 a category
 
-DTYPE=float32 in the environment loads the target dequantized (as `--target-dtype float32`).
+DTYPE=float32 in the environment loads the target dequantized (as `--target-dtype float32`);
+MAX_TREE=N lets fixed trees go up to N nodes (the product's limit is config.MAX_TREE).
 Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the chain at the default
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "@L" after
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
@@ -19,6 +20,8 @@ from dflash import backend; backend.setup()
 import mlx.core as mx, numpy as np
 from dflash.load import load_pair, encode_prompt
 from dflash.config import GenerationConfig
+import dflash.config
+dflash.config.MAX_TREE = int(os.environ.get("MAX_TREE", dflash.config.MAX_TREE))  # MAX_TREE=256: larger trees
 from dflash import engine
 from dflash.events import Cycle, Summary
 from dflash import target as target_mod
@@ -40,6 +43,27 @@ def _layer_then_queue(layer, *args, **kw):
 
 
 target_mod._decoder_layer_with = _layer_then_queue
+if os.environ.get("SPLIT"):  # SPLIT=1: candidates and transitions in two device round trips (as before tree.draft)
+    from dflash import tree as _tree
+
+    def _split_draft(drafter, target, logits, width=_tree.WIDTH):
+        ids, logp = _tree.candidates(logits, width, drafter.token_ids)
+        return ids, logp, (_tree.transitions(drafter, target, ids) if drafter.has_markov else None)
+
+    _tree.draft = _split_draft
+if os.environ.get("MLP") == "fused":  # MLP=fused: gate and up as one quantized matmul (both modes)
+    _gate_up = {}
+
+    def _fused_mlp(mlp, x, rows):
+        g, u = mlp.gate_proj, mlp.up_proj
+        if id(mlp) not in _gate_up:
+            _gate_up[id(mlp)] = [mx.concatenate([getattr(g, n), getattr(u, n)]) for n in ("weight", "scales", "biases")]
+            mx.eval(_gate_up[id(mlp)])
+        gu = mx.quantized_matmul(x, *_gate_up[id(mlp)], transpose=True, group_size=g.group_size, bits=g.bits)
+        n = gu.shape[-1] // 2
+        return mlp.down_proj(target_mod.swiglu(gu[..., :n], gu[..., n:]))
+
+    target_mod._mlp = _fused_mlp
 _copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category
