@@ -6,7 +6,9 @@ odd prompts and reversed on even ones.
     python lab/bench/planner_variants.py target,auto,auto- 2 128 assets/prompts/eval.jsonl   # its first 2 a category
 
 DTYPE=float32 in the environment loads the target dequantized (as `--target-dtype float32`);
-MAX_TREE=N lets fixed trees go up to N nodes (the product's limit is config.MAX_TREE).
+MAX_TREE=N lets fixed trees go up to N nodes (the product's limit is config.MAX_TREE); MLP=fused runs
+the target's gate and up as one quantized matmul (both modes); SPLIT=1 syncs the tree's candidates
+and Markov transitions apart (as before tree.draft).
 Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the chain at the default
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "@L" after
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
