@@ -83,6 +83,30 @@ def main():
         n = gu.shape[-1] // 2
         return mlp.down_proj(swiglu(gu[..., :n], gu[..., n:]))
 
+    dense_of, halves_of = {}, {}
+
+    def dense_w(lin):  # a linear's weight as a dense matrix in the activations' dtype (cached)
+        if id(lin) not in dense_of:
+            w = lin.weight if not hasattr(lin, "scales") else mx.dequantize(
+                lin.weight, lin.scales, lin.biases, lin.group_size, lin.bits)
+            dense_of[id(lin)] = w.astype(dt)
+            mx.eval(dense_of[id(lin)])
+        return dense_of[id(lin)]
+
+    def split_k(lin, x):  # a quantized linear as two matmuls over the halves of its input
+        if not hasattr(lin, "scales"):
+            return lin(x)
+        K = x.shape[-1]
+        cuts = ((0, K // 2), (K // 2, K))
+        if id(lin) not in halves_of:
+            per, g = 32 // lin.bits, lin.group_size
+            halves_of[id(lin)] = [[mx.contiguous(a) for a in (lin.weight[:, s // per : e // per],
+                                   lin.scales[:, s // g : e // g], lin.biases[:, s // g : e // g])] for s, e in cuts]
+            mx.eval(halves_of[id(lin)])
+        parts = [mx.quantized_matmul(x[..., s:e], *w, transpose=True, group_size=lin.group_size, bits=lin.bits)
+                 for (s, e), w in zip(cuts, halves_of[id(lin)])]
+        return parts[0] + parts[1]
+
     for R in a.rows:
         tr = _sample_tree(R - 1, 15) if R > 1 else None
         layout = tree.Layout.of(tr) if tr is not None else None
@@ -109,6 +133,12 @@ def main():
             for name, fake in (*fakes,
                                ("_mlp", lambda mlp, x, rows: x),
                                ("_mlp with gate+up as one matmul", fused_mlp),
+                               ("_mlp with down dense", lambda mlp, x, rows: swiglu(
+                                   mlp.gate_proj(x), mlp.up_proj(x)) @ dense_w(mlp.down_proj).T),
+                               ("_mlp all dense", lambda mlp, x, rows: swiglu(
+                                   x @ dense_w(mlp.gate_proj).T, x @ dense_w(mlp.up_proj).T) @ dense_w(mlp.down_proj).T),
+                               ("_mlp with down split in two", lambda mlp, x, rows: split_k(
+                                   mlp.down_proj, swiglu(mlp.gate_proj(x), mlp.up_proj(x)))),
                                ("_mlp without swiglu", lambda mlp, x, rows: mlp.down_proj(mlp.gate_proj(x) * mlp.up_proj(x))),
                                ("_mlp with uncompiled silu", lambda mlp, x, rows: mlp.down_proj(nn.silu(mlp.gate_proj(x)) * mlp.up_proj(x))),
                                ("_mlp gate and down only", lambda mlp, x, rows: mlp.down_proj(mlp.gate_proj(x))),
