@@ -372,14 +372,14 @@ class Drafter(nn.Module):
         columns: the head's rows are those columns."""
         base = self.draft_logits(target, staged, k, cache)
         if not self.has_markov:
-            return self._token(mx.argmax(base, axis=-1))
-        out = [self._token(mx.argmax(base[:1], axis=-1))]
+            return self.column_tokens(mx.argmax(base, axis=-1))
+        out = [self.column_tokens(mx.argmax(base[:1], axis=-1))]
         for j in range(1, k - 1):
             bias = self.markov(target.embed(out[-1]))
-            out.append(self._token(mx.argmax(base[j : j + 1] + bias, axis=-1)))
+            out.append(self.column_tokens(mx.argmax(base[j : j + 1] + bias, axis=-1)))
         return mx.concatenate(out)
 
-    def _token(self, cols: mx.array) -> mx.array:
+    def column_tokens(self, cols: mx.array) -> mx.array:
         """Columns of `draft_logits` -> token ids."""
         return cols if self.vocab is None else self.vocab.index[cols]
 

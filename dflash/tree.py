@@ -213,8 +213,10 @@ def _transitions(drafter, target, cols: mx.array) -> mx.array:
     """`transitions` for candidates given as draft-vocabulary columns (the head's rows), unevaluated."""
     D, W = cols.shape
     head = drafter.markov
-    p = head.in_proj(target.embed(drafter._token(cols[:-1].reshape(-1))).astype(head.in_proj.weight.dtype))
-    rest = (p.reshape(D - 1, W, -1) @ head.out_proj.weight[cols[1:]].swapaxes(-1, -2)).astype(mx.float32)
+    prev = target.embed(drafter.column_tokens(cols[:-1].reshape(-1)))
+    p = head.in_proj(prev.astype(head.in_proj.weight.dtype))  # [(D-1)W, r]
+    q = head.out_proj.weight[cols[1:]]  # [D-1, W, r]: the head's rows are the columns
+    rest = (p.reshape(D - 1, W, -1) @ q.swapaxes(-1, -2)).astype(mx.float32)
     return mx.concatenate([mx.zeros((1, W, W), mx.float32), rest])
 
 
