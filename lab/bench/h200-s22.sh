@@ -5,7 +5,7 @@
 #             then a tree cycle's phases at 64 and 128 nodes (cycle_phases.py).
 #   mlp S     GPU: verify_parts.py's MLP variants at 65 and 1 rows, then target-only and a tree of
 #             64 interleaved (12 bench prompts), one process per MLP setting in $MLPS (default
-#             "plain fused"; "densedown": down as a dense matmul in passes of several rows).
+#             "plain densedown": down as a dense matmul in passes of several rows; "fused": gate+up).
 #   ab S      GPU: target-only, trees of 64 and 128 nodes interleaved (MAX_TREE lifted for the
 #             run), 12 bench prompts; then `bench --tree 64` over the 24 bench prompts.
 #   parts and ab start, if /tmp/cpuparts holds the CPU wheels and no run has started, the
@@ -49,7 +49,7 @@ mlp)  # the MLP's share of a 65-row pass, part by part; then gate+up as one matm
   . /tmp/dflash-env.sh
   $pin timeout $(left 250) python3 lab/bench/verify_parts.py --rows 65 1 --reps 20 \
     --out $OUT/h200-verify-parts-mlp.json 2>&1 | tail -n 2
-  for m in ${MLPS:-plain fused}; do
+  for m in ${MLPS:-plain densedown}; do
     mkdir -p $OUT/$m
     OUT=$OUT/$m MLP=$m $pin timeout $(left 10) python3 lab/bench/planner_variants.py target,64 4 128 2>&1 | tail -n 2
   done
