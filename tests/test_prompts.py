@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "lab" / "prompts"  # how the shipped drafter's training prompts were made
-TRAIN = PROMPTS / "train.jsonl"
-NATURAL = PROMPTS / "train-natural.jsonl"
+TRAIN = PROMPTS / "train.jsonl.xz"
+NATURAL = PROMPTS / "train-natural.jsonl.xz"
 SELF = sorted(PROMPTS.glob("train-self-*.jsonl.xz"))  # written by the target (train --write-self-prompts)
 VAL_SELF = PROMPTS / "val-self-3.jsonl"  # the same, another seed: for train --val-prompts
 SHAREGPT = PROMPTS / "train-sharegpt.jsonl.xz"  # written by people (sharegpt.py)
@@ -115,7 +115,7 @@ def test_script_has_many_templates():
 def test_script_regenerates_train_byte_identically(tmp_path):
     out = tmp_path / "train.jsonl"
     subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], check=True, capture_output=True)
-    assert out.read_bytes() == TRAIN.read_bytes()
+    assert out.read_bytes() == lzma.decompress(TRAIN.read_bytes())
 
 
 def test_natural_prompts_and_their_variants(natural):

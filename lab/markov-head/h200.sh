@@ -64,7 +64,7 @@ train)  # $2: seconds this call may run; more: trainer flags
   share=lab/prompts/train-sharegpt.jsonl.xz
   timeout $(( left - 10 )) python3 -m dflash train --target builtin:smollm2-135m-instruct \
     --out $RUN --init $DRAFTER --markov-rank 128 --target-dtype float32 \
-    --prompts lab/prompts/train.jsonl lab/prompts/train-natural.jsonl $DATA/self0.jsonl.xz \
+    --prompts lab/prompts/train.jsonl.xz lab/prompts/train-natural.jsonl.xz $DATA/self0.jsonl.xz \
       $DATA/self1.jsonl.xz $share $share $share $share \
     --data $DATA/data-train.npz $DATA/data-natural.npz $DATA/self0.npz $DATA/self1.npz \
       $DATA/share0.npz $DATA/share1.npz $DATA/share2.npz $DATA/share3.npz \

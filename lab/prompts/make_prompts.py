@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deterministically generate the DFlash self-distillation training prompts.
 
-    python lab/prompts/make_prompts.py                 # writes lab/prompts/train.jsonl
+    python lab/prompts/make_prompts.py                 # writes lab/prompts/train.jsonl.xz
     python lab/prompts/make_prompts.py --out /tmp/x.jsonl
 
 Each output line is ``{"category": ..., "prompt": ...}``.  Prompts are built by
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import random
 import re
 import sys
@@ -30,9 +31,9 @@ from pathlib import Path
 SEED = 1350
 CATEGORIES = ("chat", "explanation", "code", "math", "lists", "creative")
 TARGET_PER_CATEGORY = 6000
-DEFAULT_OUT = Path(__file__).resolve().parent / "train.jsonl"
+DEFAULT_OUT = Path(__file__).resolve().parent / "train.jsonl.xz"
 NATURAL_DIR = Path(__file__).resolve().parent / "natural"  # hand-written prompts, one file per category
-NATURAL_OUT = Path(__file__).resolve().parent / "train-natural.jsonl"
+NATURAL_OUT = Path(__file__).resolve().parent / "train-natural.jsonl.xz"
 
 # Probabilities of decorating a template with a system-like preface / a style suffix.
 P_PREFACE = 0.08
@@ -2215,10 +2216,10 @@ def natural(seed: int = SEED, variants: int = 3) -> list[dict]:
 
 
 def write_jsonl(records: list[dict], out: Path) -> None:
+    """One JSON object a line; xz-compressed when out ends in .xz (the tree's copies are)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8", newline="\n") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    text = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in records).encode("utf-8")
+    out.write_bytes(lzma.compress(text) if out.suffix == ".xz" else text)
 
 
 def main(argv: list[str] | None = None) -> int:

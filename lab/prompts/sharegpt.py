@@ -40,7 +40,7 @@ VAL_OUT = HERE / "val-sharegpt.jsonl"
 VAL_SHARE = 0.05
 CATEGORY = "sharegpt"
 HELD_OUT = [ROOT / "assets" / "prompts" / "eval.jsonl", HERE / "val-self-3.jsonl", *(ROOT / "assets" / "bench").glob("*.jsonl")]
-TRAIN = [HERE / "train.jsonl", HERE / "train-natural.jsonl", *sorted(HERE.glob("train-self-*.jsonl.xz"))]
+TRAIN = [HERE / "train.jsonl.xz", HERE / "train-natural.jsonl.xz", *sorted(HERE.glob("train-self-*.jsonl.xz"))]
 
 _URL = re.compile(r"https?://|www\.|\S+@\S+\.\w+")
 _NUMBER = re.compile(r"\d{7,}")

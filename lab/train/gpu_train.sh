@@ -95,7 +95,7 @@ shift
 OUT=${OUT:-/tmp/out}
 GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 RUN=/tmp/run
-PROMPTS="lab/prompts/train-natural.jsonl lab/prompts/train.jsonl"
+PROMPTS="lab/prompts/train-natural.jsonl.xz lab/prompts/train.jsonl.xz"
 DATA="$RUN/data-natural.npz $RUN/data-train.npz"
 T0=$(date +%s)
 
@@ -277,7 +277,7 @@ part3)  # $1: seconds of generation
   mkdir -p /tmp/cache $RUN
   cat /tmp/gguf/gguf.part.1 /tmp/gguf/gguf.part.2 .dtrain/g3/gguf.part.3 > /tmp/cache/$GGUF
   python3 -m dflash.builtin || exit 1
-  train --prompts lab/prompts/train-natural.jsonl --data $RUN/data-natural.npz \
+  train --prompts lab/prompts/train-natural.jsonl.xz --data $RUN/data-natural.npz \
     --generate-only --gen-time-limit "$1"
   echo "data done at $(( $(date +%s) - T0 ))s"
   ;;
