@@ -8,7 +8,8 @@ odd prompts and reversed on even ones.
 DTYPE=float32 in the environment loads the target dequantized (as `--target-dtype float32`);
 MAX_TREE=N lets fixed trees go up to N nodes (the product's limit is config.MAX_TREE); MLP=fused runs
 the target's gate and up as one quantized matmul, MLP=densedown its down projection as a dense
-matmul in passes of several rows (both modes); SPLIT=1 syncs the tree's candidates
+matmul in passes of several rows (both modes), MLP=dense all three, densedown1 / dense1 in
+1-row steps too; SPLIT=1 syncs the tree's candidates
 and Markov transitions apart (as before tree.draft).
 Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the chain at the default
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "@L" after
@@ -54,30 +55,8 @@ if os.environ.get("SPLIT"):  # SPLIT=1: candidates and transitions in two device
         return ids, logp, (_tree.transitions(drafter, target, ids) if drafter.has_markov else None)
 
     _tree.draft = _split_draft
-if os.environ.get("MLP") in ("fused", "densedown"):  # the target's MLP another way, both modes:
-    # fused: gate and up as one quantized matmul; densedown: down as a dense matmul of its
-    # dequantized weight in passes of several rows (1-row steps as shipped)
-    _w = {}
-
-    def _cached(key, make):
-        if key not in _w:
-            _w[key] = make()
-            mx.eval(_w[key])
-        return _w[key]
-
-    def _mlp_variant(mlp, x, rows, _shipped=target_mod._mlp):
-        g, u, d = mlp.gate_proj, mlp.up_proj, mlp.down_proj
-        if os.environ["MLP"] == "fused":
-            w = _cached(id(mlp), lambda: [mx.concatenate([getattr(g, n), getattr(u, n)]) for n in ("weight", "scales", "biases")])
-            gu = mx.quantized_matmul(x, *w, transpose=True, group_size=g.group_size, bits=g.bits)
-            n = gu.shape[-1] // 2
-            return d(target_mod.swiglu(gu[..., :n], gu[..., n:]))
-        if x.shape[1] == 1:
-            return _shipped(mlp, x, rows)
-        w = _cached(id(d), lambda: mx.dequantize(d.weight, d.scales, d.biases, d.group_size, d.bits).astype(x.dtype))
-        return target_mod.swiglu(g(x), u(x)) @ w.T
-
-    target_mod._mlp = _mlp_variant
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mlp_variants; mlp_variants.apply()  # MLP=<name>: the MLP another way (mlp_variants.py)
 _copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The twenty-third session's device calls (after lab/bench/h200.sh's `stash NN` calls):
+#   ab S          GPU: target-only and a tree of 64 interleaved (planner_variants.py, 12 bench
+#                 prompts x 128), one process per run in $RUNS: "name" or "name:VAR=V,VAR=V"
+#                 (MLP=<variant>: lab/bench/mlp_variants.py; MLX_* : MLX's own switches).
+#   bench S NAME [VAR=V,...]   GPU: `bench --tree 64` over the 24 bench prompts with those
+#                 variables, into $OUT/h200-s23-NAME.json.
+set -uo pipefail
+phase=${1:?phase}
+T0=$(date +%s); budget=${2:?seconds}
+left() { echo $(( budget - $(date +%s) + T0 - ${1:-15} )); }
+pin="taskset -c 2-15"
+envs() { tr ',' ' ' <<< "${1:-}"; }
+
+$pin bash lab/bench/h200.sh setup || exit 1
+. /tmp/dflash-env.sh
+case $phase in
+ab)
+  for run in ${RUNS:-plain}; do
+    name=${run%%:*}; vars=$( [ "$run" != "$name" ] && envs "${run#*:}" )
+    [ $(left) -lt 60 ] && { echo "out of time before $name"; break; }
+    mkdir -p $OUT/$name
+    echo "== $name ${vars:-}"
+    env OUT=$OUT/$name $vars $pin timeout $(left) python3 lab/bench/planner_variants.py target,64 4 128 2>&1 |
+      grep -E "ratio|differ|Error|error" | tail -n 4
+  done
+  ;;
+bench)
+  name=${3:?name}
+  env $(envs "${4:-}") $pin timeout $(left 5) python3 lab/bench/mlp_variants.py bench --tree 64 --max-tokens 128 \
+    --repeat 1 --out $OUT/h200-s23-$name.json 2>&1 | grep -v '^\[' | tail -n 8
+  rm -f $OUT/*.html
+  ;;
+*) echo "unknown phase $phase"; exit 2 ;;
+esac

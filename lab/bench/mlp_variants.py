@@ -1,0 +1,60 @@
+"""The target's MLP computed another way, for A/B runs on a GPU (both modes, so outputs can
+still match): MLP=<name> in the environment, then `apply()` before the first pass.
+
+    fused       gate and up as one quantized matmul
+    densedown   down as a dense matmul of its dequantized weight, in passes of several rows
+    dense       gate, up and down so
+    densedown1, dense1   the same in 1-row steps too (one arithmetic for every pass)
+
+`python lab/bench/mlp_variants.py bench ARGS` runs `python -m dflash bench ARGS` with the
+variant applied (MLX_ENABLE_TF32=0 alongside keeps dense float32 matmuls in float32).
+"""
+import os
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+
+NAMES = ("fused", "densedown", "densedown1", "dense", "dense1")
+
+
+def apply(name=None) -> bool:
+    name = name or os.environ.get("MLP")
+    if name not in NAMES:
+        return False
+    from dflash import target as target_mod
+    shipped, weights = target_mod._mlp, {}
+
+    def cached(key, make):
+        if key not in weights:
+            weights[key] = make()
+            mx.eval(weights[key])
+        return weights[key]
+
+    def mlp_variant(mlp, x, rows):
+        g, u, d = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+        if name == "fused":
+            w = cached(id(mlp), lambda: [mx.concatenate([getattr(g, n), getattr(u, n)]) for n in ("weight", "scales", "biases")])
+            gu = mx.quantized_matmul(x, *w, transpose=True, group_size=g.group_size, bits=g.bits)
+            n = gu.shape[-1] // 2
+            return d(target_mod.swiglu(gu[..., :n], gu[..., n:]))
+        if x.shape[1] == 1 and not name.endswith("1"):
+            return shipped(mlp, x, rows)
+
+        def dense(m):
+            return cached(id(m), lambda: mx.dequantize(m.weight, m.scales, m.biases, m.group_size, m.bits).astype(x.dtype))
+        if name.startswith("densedown"):
+            return target_mod.swiglu(g(x), u(x)) @ dense(d).T
+        return target_mod.swiglu(x @ dense(g).T, x @ dense(u).T) @ dense(d).T
+
+    target_mod._mlp = mlp_variant
+    return True
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["bench"]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from dflash import backend
+    backend.setup()
+    print("MLP variant:", os.environ.get("MLP", "as shipped"), "applied" if apply() else "")
+    from dflash import bench
+    sys.exit(bench.main(sys.argv[2:]))
