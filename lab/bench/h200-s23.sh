@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The twenty-third session's device calls (after lab/bench/h200.sh's `stash NN` calls):
-#   ab S          GPU: target-only and a tree of 64 interleaved (planner_variants.py, 12 bench
-#                 prompts x 128), one process per run in $RUNS: "name" or "name:VAR=V,VAR=V"
+#   ab S          GPU: $SETTINGS (default target-only and a tree of 64) interleaved
+#                 (planner_variants.py, $N (4) bench prompts a suite x 128), one process per run
+#                 in $RUNS: "name" or "name:VAR=V,VAR=V"
 #                 (MLP=<variant>: lab/bench/mlp_variants.py; MLX_* : MLX's own switches).
-#   bench S NAME [VAR=V,...]   GPU: `bench --tree 64` over the 24 bench prompts with those
-#                 variables, into $OUT/h200-s23-NAME.json.
+#   bench S       GPU: `bench --tree 64` over the 24 bench prompts once per run in $RUNS (as
+#                 above), into $OUT/h200-s23-NAME.json.
 set -uo pipefail
 phase=${1:?phase}
 T0=$(date +%s); budget=${2:?seconds}
@@ -21,14 +22,18 @@ ab)
     [ $(left) -lt 60 ] && { echo "out of time before $name"; break; }
     mkdir -p $OUT/$name
     echo "== $name ${vars:-}"
-    env OUT=$OUT/$name $vars $pin timeout $(left) python3 lab/bench/planner_variants.py target,64 4 128 2>&1 |
-      grep -E "ratio|differ|Error|error" | tail -n 4
+    env OUT=$OUT/$name $vars $pin timeout $(left) python3 lab/bench/planner_variants.py ${SETTINGS:-target,64} ${N:-4} 128 2>&1 |
+      grep -E "ratio|differ|Error|error" | tail -n 10
   done
   ;;
 bench)
-  name=${3:?name}
-  env $(envs "${4:-}") $pin timeout $(left 5) python3 lab/bench/mlp_variants.py bench --tree 64 --max-tokens 128 \
-    --repeat 1 --out $OUT/h200-s23-$name.json 2>&1 | grep -v '^\[' | tail -n 8
+  for run in ${RUNS:-plain}; do
+    name=${run%%:*}; vars=$( [ "$run" != "$name" ] && envs "${run#*:}" )
+    [ $(left) -lt 60 ] && { echo "out of time before $name"; break; }
+    echo "== $name ${vars:-}"
+    env $vars $pin timeout $(left 5) python3 lab/bench/mlp_variants.py bench --tree 64 --max-tokens 128 \
+      --repeat 1 --out $OUT/h200-s23-$name.json 2>&1 | grep -v '^\[' | tail -n 8
+  done
   rm -f $OUT/*.html
   ;;
 *) echo "unknown phase $phase"; exit 2 ;;

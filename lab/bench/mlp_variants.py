@@ -16,12 +16,12 @@ from pathlib import Path
 import mlx.core as mx
 
 NAMES = ("fused", "densedown", "densedown1", "dense", "dense1")
+CURRENT = {"name": None}  # the variant in use: set it between runs to switch in one process
 
 
 def apply(name=None) -> bool:
-    name = name or os.environ.get("MLP")
-    if name not in NAMES:
-        return False
+    """Route the target's MLP through `mlp_variant`, starting with `name` (default: $MLP)."""
+    CURRENT["name"] = name or os.environ.get("MLP")
     from dflash import target as target_mod
     shipped, weights = target_mod._mlp, {}
 
@@ -32,6 +32,9 @@ def apply(name=None) -> bool:
         return weights[key]
 
     def mlp_variant(mlp, x, rows):
+        name = CURRENT["name"]
+        if name not in NAMES:
+            return shipped(mlp, x, rows)
         g, u, d = mlp.gate_proj, mlp.up_proj, mlp.down_proj
         if name == "fused":
             w = cached(id(mlp), lambda: [mx.concatenate([getattr(g, n), getattr(u, n)]) for n in ("weight", "scales", "biases")])
@@ -48,7 +51,7 @@ def apply(name=None) -> bool:
         return target_mod.swiglu(x @ dense(g).T, x @ dense(u).T) @ dense(d).T
 
     target_mod._mlp = mlp_variant
-    return True
+    return CURRENT["name"] in NAMES
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["bench"]:

@@ -15,7 +15,8 @@ Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the cha
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "@L" after
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
 L layers, so the device computes early layers while the host builds the later ones; "auto!":
-the planner without its copy trigger (drafting between probes when a copy from the context pays). Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+the planner without its copy trigger (drafting between probes when a copy from the context pays);
+"%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -74,7 +75,9 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
     ids = encode_prompt(pair.tokenizer, p["prompt"])
     outs = {}
     for v in (variants if i % 2 else variants[::-1]):  # order alternates: drift hits all alike
-        base, _, every = v.partition("@")
+        v_mlp, _, mlp = v.partition("%")  # "%name": the MLP as mlp_variants.py's name, this run
+        mlp_variants.CURRENT["name"] = mlp or os.environ.get("MLP")
+        base, _, every = v_mlp.partition("@")
         ASYNC["every"] = int(every or 0)
         TreePlanner._copy_pays = _no_copy if "!" in base else _copy_pays
         base = base.replace("!", "")
@@ -103,5 +106,5 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("@", "a"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
-json.dump({"res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("@", "a").replace("%", "-"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
