@@ -16,7 +16,7 @@ length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
 L layers, so the device computes early layers while the host builds the later ones; "auto!":
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
-"%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+"Nd" (64d): a tree of N chosen on the device (device_tree.py); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -58,6 +58,7 @@ if os.environ.get("SPLIT"):  # SPLIT=1: candidates and transitions in two device
     _tree.draft = _split_draft
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mlp_variants; mlp_variants.apply()  # MLP=<name>: the MLP another way (mlp_variants.py)
+import device_tree; device_tree.apply()  # "64d": a tree of 64 chosen on the device (device_tree.py)
 _copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category
@@ -82,6 +83,8 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         TreePlanner._copy_pays = _no_copy if "!" in base else _copy_pays
         base = base.replace("!", "")
         lookup, name = not base.endswith("-"), base.rstrip("-")
+        device_tree.ON["on"] = name.endswith("d") and name[:-1].isdigit()
+        name = name[:-1] if device_tree.ON["on"] else name
         if name == "target":
             cfg = GenerationConfig(mode="target", max_tokens=max_tokens)
         elif name.startswith("b"):
