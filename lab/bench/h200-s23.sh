@@ -3,7 +3,9 @@
 #   ab S          GPU: $SETTINGS (default target-only and a tree of 64) interleaved
 #                 (planner_variants.py, $N (4) bench prompts a suite x 128), one process per run
 #                 in $RUNS: "name" or "name:VAR=V,VAR=V"
-#                 (MLP=<variant>: lab/bench/mlp_variants.py; MLX_* : MLX's own switches).
+#                 (MLP=<variant>: lab/bench/mlp_variants.py; MLX_* : MLX's own switches);
+#                 e.g. RUNS=devtree SETTINGS="target,64,64-,64d" N=8: the tree chosen on the
+#                 device (lab/bench/device_tree.py) against the shipped one without the copy.
 #   bench S       GPU: `bench --tree 64` over the 24 bench prompts once per run in $RUNS (as
 #                 above), into $OUT/h200-s23-NAME.json.
 set -uo pipefail
