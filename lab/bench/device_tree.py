@@ -5,8 +5,8 @@ The N best-first nodes of `tree.build` are the N best root paths of the candidat
 (a path scores no higher than its prefix). Any depth-d path among them has its parent among the
 N best depth-(d-1) paths, so a beam of N per depth, expanded by the W candidates, then the best
 N over all depths, gives the same nodes (ties aside: a node's key is its score less 1e-4 a
-level, so a parent always outranks its children). Nodes come depth-major (parents first), not
-spine-first, and the context copy (`tree.graft`) is not offered.
+level, so a parent always outranks its children). Nodes come spine first, then the others
+depth-major (parents first); the context copy (`tree.graft`) is not offered.
 
     apply()                 patches engine._tree_cycle; ON["on"] switches it per run
     python lab/bench/device_tree.py     checks node sets against tree.build, and DFlash with it
@@ -58,6 +58,18 @@ def build(staged: int, tokens_of, logp, bias, n: int):
     up = parents.reshape(-1)[sel]
     par = mx.where(d_sel == 0, 0, node_of[mx.maximum(d_sel - 1, 0) * n + up])
     tok = tokens_of[d_sel, cands.reshape(-1)[sel]]
+    # spine first (each node's best child from the root, as Tree.spine_first): accepted along
+    # it, the caches only trim
+    sc, node, spine = scores.reshape(-1)[sel], mx.array(0, mx.int32), []
+    for _ in range(D):
+        child = par == node
+        node = mx.where(mx.any(child), mx.argmax(mx.where(child, sc, NEG)).astype(mx.int32) + 1, -1)
+        spine.append(node)
+    on_spine = mx.any(mx.arange(1, n + 1)[:, None] == mx.stack(spine)[None], axis=1)
+    order = mx.argsort(mx.where(on_spine, d_sel, D + mx.arange(n))).astype(mx.int32)
+    new_pos = mx.zeros((n + 1,), mx.int32)
+    new_pos[order + 1] = mx.arange(1, n + 1, dtype=mx.int32)
+    tok, d_sel, par = tok[order], d_sel[order], new_pos[par[order]]
     tokens = mx.concatenate([mx.array([staged], tok.dtype), tok])
     parents_all = mx.concatenate([mx.array([0], mx.int32), par.astype(mx.int32)])
     depth = mx.concatenate([mx.array([0], mx.int32), (d_sel + 1).astype(mx.int32)])
@@ -137,10 +149,12 @@ if __name__ == "__main__":
                          tuple(np.array(lay.depth).tolist()), (0.0,) * (n + 1))
         paths = lambda tr: {tuple(tr.tokens[i] for i in reversed(_up(tr, k))) for k in range(len(tr))}  # noqa: E731
         assert paths(ref) == paths(mine), trial
+        spine = [ref.tokens[i] for i in ref.spine()]
+        assert list(mine.tokens[: len(spine)]) == spine and mine.spine() == list(range(len(spine))), trial
         ref_lay = tree.Layout.of(mine)
         assert (np.array(ref_lay.visible) == np.array(lay.visible)).all()
         assert (np.array(ref_lay.ancestors) == np.array(lay.ancestors)[:, : ref_lay.ancestors.shape[1]]).all()
-    print("node sets, visibility and ancestors equal tree.build's / Layout.of's (20 trees)")
+    print("node sets, spines, visibility and ancestors equal tree.build's / Layout.of's (20 trees)")
 
     pair = load_pair(progress=lambda s: None)
     apply()
