@@ -64,13 +64,17 @@ def add_distributed_arg(p: argparse.ArgumentParser) -> None:
 def generate_main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m dflash generate", description="Generate with DFlash or the target alone.")
     add_model_args(p)
-    p.add_argument("--prompt", required=True)
+    p.add_argument("text", nargs="?", metavar="PROMPT", help="the prompt (or --prompt)")
+    p.add_argument("--prompt", help="the prompt, as a flag")
     p.add_argument("--mode", choices=["dflash", "target"], default="dflash")
     p.add_argument("--no-chat-template", action="store_true")
     p.add_argument("--json", action="store_true", help="one JSON object per event per line; the last is the summary")
     add_generation_args(p)
     add_distributed_arg(p)
     a = p.parse_args(argv)
+    if (a.text is None) == (a.prompt is None):
+        p.error("give the prompt once: as an argument or with --prompt")
+    a.prompt = a.prompt if a.text is None else a.text
 
     from . import distributed
     from .engine import stream

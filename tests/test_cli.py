@@ -89,6 +89,18 @@ def one_error_line(r) -> str:
     return lines[-1]
 
 
+def test_prompt_as_an_argument_or_a_flag_but_once(dirs):
+    model, drafter = dirs
+    common = ["--model", str(model), "--draft", str(drafter), "--no-chat-template", "--max-tokens", "6", "--json"]
+    flag, arg = generate(*common, "--prompt", "t5 t6"), generate(*common, "t5 t6")
+    assert flag.returncode == arg.returncode == 0, flag.stderr + arg.stderr
+    last = lambda r: json.loads(r.stdout.splitlines()[-1])["token_ids"]  # noqa: E731
+    assert last(flag) == last(arg)
+    for args in ([], ["t5", "--prompt", "t6"]):
+        r = generate("--model", str(model), *args)
+        assert r.returncode == 2 and "give the prompt once" in r.stderr
+
+
 def test_empty_prompt_is_refused_before_loading(dirs):
     model, drafter = dirs
     for prompt in ("", "  \n"):
