@@ -16,8 +16,12 @@ import sys
 from pathlib import Path
 from time import perf_counter
 
-import mlx.core as mx
-import numpy as np
+if __name__ == "__main__":  # on a CPU, dflash.backend.setup() loads the BLAS before MLX is imported
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from dflash import backend
+    backend.setup()
+import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
 
 ON = {"on": False}
 NEG = -1e30
@@ -125,9 +129,6 @@ def _up(tr, k):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from dflash import backend
-    backend.setup()
     from dflash import engine, tree
     from dflash.config import GenerationConfig
     from dflash.events import Summary

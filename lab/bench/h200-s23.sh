@@ -7,7 +7,7 @@
 #                 e.g. RUNS=devtree SETTINGS="target,64,64-,64d" N=8: the tree chosen on the
 #                 device (lab/bench/device_tree.py) against the shipped one without the copy.
 #   bench S       GPU: `bench --tree 64` over the 24 bench prompts once per run in $RUNS (as
-#                 above), into $OUT/h200-s23-NAME.json.
+#                 above; DEVTREE=1: lab/bench/device_tree.py's trees), into $OUT/h200-s23-NAME.json.
 set -uo pipefail
 phase=${1:?phase}
 T0=$(date +%s); budget=${2:?seconds}

@@ -7,13 +7,12 @@ still match): MLP=<name> in the environment, then `apply()` before the first pas
     densedown1, dense1   the same in 1-row steps too (one arithmetic for every pass)
 
 `python lab/bench/mlp_variants.py bench ARGS` runs `python -m dflash bench ARGS` with the
-variant applied (MLX_ENABLE_TF32=0 alongside keeps dense float32 matmuls in float32).
+variant applied (MLX_ENABLE_TF32=0 alongside keeps dense float32 matmuls in float32), and with
+DEVTREE=1 the fixed trees chosen on the device (lab/bench/device_tree.py).
 """
 import os
 import sys
 from pathlib import Path
-
-import mlx.core as mx
 
 NAMES = ("fused", "densedown", "densedown1", "dense", "dense1")
 CURRENT = {"name": None}  # the variant in use: set it between runs to switch in one process
@@ -22,6 +21,8 @@ CURRENT = {"name": None}  # the variant in use: set it between runs to switch in
 def apply(name=None) -> bool:
     """Route the target's MLP through `mlp_variant`, starting with `name` (default: $MLP)."""
     CURRENT["name"] = name or os.environ.get("MLP")
+    import mlx.core as mx  # here: on a CPU, dflash.backend.setup() must load the BLAS first
+
     from dflash import target as target_mod
     shipped, weights = target_mod._mlp, {}
 
@@ -59,5 +60,9 @@ if __name__ == "__main__" and sys.argv[1:2] == ["bench"]:
     from dflash import backend
     backend.setup()
     print("MLP variant:", os.environ.get("MLP", "as shipped"), "applied" if apply() else "")
+    import device_tree  # DEVTREE=1: fixed trees chosen on the device (device_tree.py)
+    device_tree.apply()
+    device_tree.ON["on"] = bool(os.environ.get("DEVTREE"))
+    print("device-side trees:", "on" if device_tree.ON["on"] else "off")
     from dflash import bench
     sys.exit(bench.main(sys.argv[2:]))
