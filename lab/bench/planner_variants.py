@@ -16,7 +16,8 @@ length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
 L layers, so the device computes early layers while the host builds the later ones; "auto!":
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
-"Nd" (64d): a tree of N chosen on the device (device_tree.py); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+"Nd" (64d): a tree of N chosen on the device (device_tree.py); "NwK" (96w16): a tree of N from K
+candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -56,6 +57,9 @@ if os.environ.get("SPLIT"):  # SPLIT=1: candidates and transitions in two device
         return ids, logp, (_tree.transitions(drafter, target, ids) if drafter.has_markov else None)
 
     _tree.draft = _split_draft
+from dflash import tree as _tree
+WIDTH, _draft = {"now": None}, _tree.draft  # the running setting's "wK"
+_tree.draft = lambda drafter, target, logits, width=None: _draft(drafter, target, logits, width or WIDTH["now"] or _tree.WIDTH)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mlp_variants; mlp_variants.apply()  # MLP=<name>: the MLP another way (mlp_variants.py)
 import device_tree; device_tree.apply()  # "64d": a tree of 64 chosen on the device (device_tree.py)
@@ -82,6 +86,8 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         ASYNC["every"] = int(every or 0)
         TreePlanner._copy_pays = _no_copy if "!" in base else _copy_pays
         base = base.replace("!", "")
+        base, _, width = base.partition("w")
+        WIDTH["now"] = int(width) if width else None
         lookup, name = not base.endswith("-"), base.rstrip("-")
         device_tree.ON["on"] = name.endswith("d") and name[:-1].isdigit()
         name = name[:-1] if device_tree.ON["on"] else name

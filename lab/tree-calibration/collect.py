@@ -1,0 +1,67 @@
+"""Per prompt, the target's greedy answer and, at every staged index of it, the tree's inputs as
+the engine computes them (`tree.draft`: the drafter's top-8 per block position, their
+log-probs and the Markov head's transitions), so that tree policies can be replayed offline.
+
+    python lab/tree-calibration/collect.py PROMPTS.jsonl PER_CATEGORY OUT.npz [--skip N]
+
+PER_CATEGORY prompts of each category, --width candidates a position (default the engine's 8) (after skipping the first N of each), 128 staged indices
+each; the greedy answer runs 16 tokens past them (EOS ignored, as a tree may accept up to 15).
+The drafter's context at staged index s holds the target's features of the prompt and of
+g_0..g_{s-1}, as the engine's `_DraftContext` does."""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from dflash import backend  # noqa: E402
+
+backend.setup()
+import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from dflash import tree  # noqa: E402
+from dflash.load import encode_prompt, load_pair  # noqa: E402
+
+STAGED, EXTRA = 128, 16
+
+ap = argparse.ArgumentParser()
+ap.add_argument("prompts"), ap.add_argument("per_category", type=int), ap.add_argument("out")
+ap.add_argument("--skip", type=int, default=0)
+ap.add_argument("--width", type=int, default=tree.WIDTH, help="candidates kept a position (replay any fewer)")
+a = ap.parse_args()
+rows = [json.loads(l) for l in Path(a.prompts).read_text().splitlines() if l.strip()]
+seen, picked = {}, []
+for r in rows:
+    i = seen[r["category"]] = seen.get(r["category"], -1) + 1
+    if a.skip <= i < a.skip + a.per_category:
+        picked.append(r)
+
+pair = load_pair(progress=lambda m: None)
+target, drafter = pair.target, pair.drafter
+B = drafter.block_size
+out = {}
+for n, r in enumerate(picked):
+    t0 = time.time()
+    ids = encode_prompt(pair.tokenizer, r["prompt"])
+    cache, pfeats, gfeats = target.make_cache(), [], []
+    g = [int(mx.argmax(target.prefill(ids, cache, on_chunk=pfeats.append)).item())]
+    while len(g) < STAGED + EXTRA:
+        lg, f, _ = target.forward(mx.array([[g[-1]]]), cache)
+        gfeats.append(f)
+        g.append(int(mx.argmax(lg[0, -1]).item()))
+    dcache = drafter.make_cache()
+    drafter.extend_context(mx.concatenate(pfeats, axis=1), dcache)
+    W = a.width
+    cand = np.zeros((STAGED, B - 1, W), np.int32)
+    logp = np.zeros((STAGED, B - 1, W), np.float32)
+    bias = np.zeros((STAGED, B - 1, W, W), np.float16)
+    for s in range(STAGED):
+        if s:
+            drafter.extend_context(gfeats[s - 1], dcache)
+        cand[s], logp[s], bias[s] = tree.draft(drafter, target, drafter.draft_logits(target, g[s], B, dcache), W)
+    key = f"{r['category']}-{n}"
+    out[f"{key}/g"], out[f"{key}/cand"], out[f"{key}/logp"], out[f"{key}/bias"] = np.array(g), cand, logp, bias
+    print(f"{key}: {len(ids)} prompt tokens, {time.time() - t0:.1f} s", flush=True)
+np.savez_compressed(a.out, **out)
