@@ -5,7 +5,8 @@
 #                 in $RUNS: "name" or "name:VAR=V,VAR=V"
 #                 (MLP=<variant>: lab/bench/mlp_variants.py; MLX_* : MLX's own switches);
 #                 e.g. RUNS=devtree SETTINGS="target,64,64-,64d" N=8: the tree chosen on the
-#                 device (lab/bench/device_tree.py) against the shipped one without the copy.
+#                 device (lab/bench/device_tree.py) against the shipped one without the copy;
+#                 PROMPTS=assets/prompts/eval.jsonl: the first N of each of its categories instead.
 #   bench S       GPU: `bench --tree 64` over the 24 bench prompts once per run in $RUNS (as
 #                 above; DEVTREE=1: lab/bench/device_tree.py's trees), into $OUT/h200-s23-NAME.json.
 set -uo pipefail
@@ -24,7 +25,7 @@ ab)
     [ $(left) -lt 60 ] && { echo "out of time before $name"; break; }
     mkdir -p $OUT/$name
     echo "== $name ${vars:-}"
-    env OUT=$OUT/$name $vars $pin timeout $(left) python3 lab/bench/planner_variants.py ${SETTINGS:-target,64} ${N:-4} 128 2>&1 |
+    env OUT=$OUT/$name $vars $pin timeout $(left) python3 lab/bench/planner_variants.py ${SETTINGS:-target,64} ${N:-4} 128 ${PROMPTS:-} 2>&1 |
       grep -E "ratio|differ|Error|error" | tail -n 10
   done
   ;;
