@@ -9,12 +9,12 @@ each; the greedy answer runs 16 tokens past them (EOS ignored, as a tree may acc
 The drafter's context at staged index s holds the target's features of the prompt and of
 g_0..g_{s-1}, as the engine's `_DraftContext` does."""
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
@@ -31,12 +31,7 @@ ap.add_argument("prompts"), ap.add_argument("per_category", type=int), ap.add_ar
 ap.add_argument("--skip", type=int, default=0)
 ap.add_argument("--width", type=int, default=tree.WIDTH, help="candidates kept a position (replay any fewer)")
 a = ap.parse_args()
-rows = [json.loads(l) for l in Path(a.prompts).read_text().splitlines() if l.strip()]
-seen, picked = {}, []
-for r in rows:
-    i = seen[r["category"]] = seen.get(r["category"], -1) + 1
-    if a.skip <= i < a.skip + a.per_category:
-        picked.append(r)
+picked = pick(a.prompts, a.per_category, a.skip)
 
 pair = load_pair(progress=lambda m: None)
 target, drafter = pair.target, pair.drafter

@@ -7,11 +7,11 @@ the target's own. Where most tree paths stop because the target's token is not a
     python lab/tree-calibration/recall.py PROMPTS.jsonl PER_CATEGORY [--skip N]
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
@@ -26,12 +26,7 @@ WIDTHS = (1, 2, 4, 8, 16, 32)
 ap = argparse.ArgumentParser()
 ap.add_argument("prompts"), ap.add_argument("per_category", type=int), ap.add_argument("--skip", type=int, default=0)
 a = ap.parse_args()
-rows = [json.loads(l) for l in Path(a.prompts).read_text().splitlines() if l.strip()]
-seen, picked = {}, []
-for r in rows:
-    i = seen[r["category"]] = seen.get(r["category"], -1) + 1
-    if a.skip <= i < a.skip + a.per_category:
-        picked.append(r)
+picked = pick(a.prompts, a.per_category, a.skip)
 pair = load_pair(progress=lambda m: None)
 t, d = pair.target, pair.drafter
 B, vocab = d.block_size, d.vocab

@@ -1,7 +1,8 @@
 """Tree policies replayed on collect.py's files: tau of best-first trees of N nodes along each
 prompt's greedy answer, with the drafter's path scores as the engine takes them or calibrated.
 
-    python lab/tree-calibration/replay.py FIT.npz EVAL.npz [--nodes 8 16 32 64]
+    python lab/tree-calibration/replay.py FIT.npz EVAL.npz [--nodes 8 16 32 64] [--width W]
+        [--copy PROMPTS.jsonl PER_CATEGORY]
 
 A tree's node score is the sum of its path's child scores (tree._child_scores: the drafter's
 log-probs with the Markov transitions). Those are the drafter's marginal probabilities at each
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from dflash import lookup, tree  # noqa: E402
@@ -126,17 +128,12 @@ def walk(p, nodes):
 
 def with_prompts(prompts, path, per_category, skip=0):
     """Each collected prompt with its token ids (collect.py's choice of prompts, re-encoded)."""
-    import json
     from dflash.load import encode_prompt, load_pair
-    rows = [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()]
-    seen, picked = {}, []
-    for r in rows:
-        i = seen[r["category"]] = seen.get(r["category"], -1) + 1
-        if skip <= i < skip + per_category:
-            picked.append(r["prompt"])
+    from prompts import pick
+    picked = pick(path, per_category, skip)
     tok = load_pair(progress=lambda m: None).tokenizer
     for p in prompts:
-        p["prompt"] = encode_prompt(tok, picked[int(p["name"].rsplit("-", 1)[1])])
+        p["prompt"] = encode_prompt(tok, picked[int(p["name"].rsplit("-", 1)[1])]["prompt"])
     return prompts
 
 
@@ -153,8 +150,12 @@ if __name__ == "__main__":
     ap.add_argument("--bins", type=int, default=12)
     ap.add_argument("--depths", type=int, default=None, help="depths >= this share one map")
     ap.add_argument("--width", type=int, default=None, help="candidates a position (default: all collected)")
+    ap.add_argument("--copy", nargs=2, metavar=("PROMPTS", "PER_CATEGORY"),
+                    help="EVAL's prompts file and count (as collect.py took them): graft the context's copy in")
     a = ap.parse_args()
     fit_set, eval_set = load(a.fit, a.width), load(a.eval, a.width)
+    if a.copy:
+        eval_set = with_prompts(eval_set, a.copy[0], int(a.copy[1]))
     tree._raw_child_scores = tree._child_scores
     maps = fit(fit_set, a.bins, a.depths)
     for k, (x, lr) in enumerate(maps):
