@@ -1,11 +1,11 @@
 """What the one-shape attention-score calls (cpu_rows.scores, the SkylakeX path) cost against a
-plain call and against keys x queries (keys as the rows, padded to 8; queries as 16 columns), per
-layer on this host's BLAS: the question behind lab/cpu/README.md section 15.
+plain call and against keys x queries (keys_by_queries.py: 128 keys as the rows, 16 queries as
+the columns), per layer on this host's BLAS: lab/cpu/README.md section 15.
 
     python lab/cpu/scores_layout_probe.py [--keys 128 400] [--rows 1 9]
 
-Timing only: whether keys x queries keeps a score bitwise the same alone and in a block on
-SkylakeX kernels is not checked here (it needs an AVX-512 host: scores_probe.py's job).
+Timing only: whether a layout keeps a score bitwise the same alone and in a block is
+scores_probe.py's job (`--keys-by-queries` for this one; SkylakeX needs an AVX-512 host).
 """
 import argparse
 import sys
@@ -21,6 +21,9 @@ import numpy as np  # noqa: E402
 
 from dflash import cpu_rows  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import keys_by_queries  # noqa: E402
+
 
 def timed(f, n=200):
     for _ in range(5):
@@ -33,12 +36,6 @@ def timed(f, n=200):
     return 1e6 * float(np.median(ts))
 
 
-def keys_by_queries(q, k):
-    S, L = k.shape[-2], q.shape[-2]
-    kp, qp = cpu_rows._pad_axis(k, -2, 8), cpu_rows._pad_axis(q, -2, 16)
-    return (mx.contiguous(kp) @ mx.contiguous(qp.swapaxes(-1, -2)))[..., :S, :L].swapaxes(-1, -2)
-
-
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, nargs="+", default=[128, 400])
@@ -49,7 +46,7 @@ if __name__ == "__main__":
         for L in a.rows:  # SmolLM2's 9 query heads of 64
             q, k = mx.random.normal((1, 9, L, 64)), mx.random.normal((1, 9, S, 64))
             kt = k.swapaxes(-1, -2)
-            assert np.allclose(np.array(keys_by_queries(q, k)), np.array(q @ kt), atol=1e-3)
+            assert np.allclose(np.array(keys_by_queries.scores(q, kt, 8)), np.array(q @ kt), atol=1e-3)
             print(f"{S} keys, {L} rows: plain {timed(lambda: q @ kt):.0f} us, one-shape tiles "
                   f"{timed(lambda: cpu_rows.scores(q, kt, 8)):.0f} us, keys x queries "
-                  f"{timed(lambda: keys_by_queries(q, k)):.0f} us a layer", flush=True)
+                  f"{timed(lambda: keys_by_queries.scores(q, kt, 8)):.0f} us a layer", flush=True)

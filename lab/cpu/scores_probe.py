@@ -30,6 +30,7 @@ ap.add_argument("blas", nargs="?", default="auto")
 ap.add_argument("--tile", type=int, default=None, help="row tile for kernels backend.setup does not know")
 ap.add_argument("--contexts", default="1:1100", help="a:b[:step] (t in range(a, b, step)) or a comma list")
 ap.add_argument("--blocks", default="5,16")
+ap.add_argument("--keys-by-queries", action="store_true", help="keys_by_queries.py's layout instead of the product's")
 a = ap.parse_args()
 if a.blas in ("auto", "Sandybridge", "SkylakeX"):
     tile = backend.setup(a.blas).row_tile
@@ -43,6 +44,11 @@ if a.tile is not None:
 import mlx.core as mx  # noqa: E402
 
 from dflash import cpu_rows  # noqa: E402
+
+if a.keys_by_queries:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import keys_by_queries  # noqa: E402
+    cpu_rows.scores = keys_by_queries.scores
 
 mx.set_default_device(mx.cpu)
 B, HKV, G, D = 1, 3, 3, 64  # SmolLM2-135M: 9 query heads over 3 kv heads of 64
