@@ -26,10 +26,34 @@ from dflash.load import encode_prompt, load_pair  # noqa: E402
 
 STAGED, EXTRA = 128, 16
 
+
+def spine_pool(drafter, target, logits, width):
+    """tree.draft's (ids, logp, transitions) over a pool a position: the base's top width/2
+    columns, then the top of base + bias(the spine's column before it) not among them (the
+    spine: the greedy chain through the head, Drafter.chain), `width` in all."""
+    base = np.array(logits.astype(mx.float32))
+    lp = base - np.logaddexp.reduce(base, axis=-1, keepdims=True)
+    half = width // 2
+    cols = [list(np.argsort(-base[0], kind="stable")[:width])]
+    prev = int(np.argmax(base[0]))
+    for j in range(1, base.shape[0]):
+        b = np.array(drafter.markov(target.embed(drafter.column_tokens(mx.array([prev])))).astype(mx.float32))[0]
+        own = list(np.argsort(-base[j], kind="stable")[:width])
+        picks = [c for c in np.argsort(-(base[j] + b), kind="stable")[:width] if c not in own[:half]]
+        cols.append(own[:half] + picks[: width - half])
+        prev = int(np.argmax(base[j] + b))
+    cols = np.array(cols)
+    bias = np.array(tree._transitions(drafter, target, mx.array(cols)))
+    ids = cols if drafter.token_ids is None else drafter.token_ids[cols]
+    return ids, np.take_along_axis(lp, cols, 1), bias
+
 ap = argparse.ArgumentParser()
 ap.add_argument("prompts"), ap.add_argument("per_category", type=int), ap.add_argument("out")
 ap.add_argument("--skip", type=int, default=0)
 ap.add_argument("--width", type=int, default=tree.WIDTH, help="candidates kept a position (replay any fewer)")
+ap.add_argument("--spine-pool", action="store_true",
+                help="each position's candidates: the base's top 8 and the top 8 of base + the Markov "
+                     "bias after the spine's token before it (the head's own picks), 16 in all")
 a = ap.parse_args()
 picked = pick(a.prompts, a.per_category, a.skip)
 
@@ -48,14 +72,16 @@ for n, r in enumerate(picked):
         g.append(int(mx.argmax(lg[0, -1]).item()))
     dcache = drafter.make_cache()
     drafter.extend_context(mx.concatenate(pfeats, axis=1), dcache)
-    W = a.width
+    W = 2 * tree.WIDTH if a.spine_pool else a.width
     cand = np.zeros((STAGED, B - 1, W), np.int32)
     logp = np.zeros((STAGED, B - 1, W), np.float32)
     bias = np.zeros((STAGED, B - 1, W, W), np.float16)
     for s in range(STAGED):
         if s:
             drafter.extend_context(gfeats[s - 1], dcache)
-        cand[s], logp[s], bias[s] = tree.draft(drafter, target, drafter.draft_logits(target, g[s], B, dcache), W)
+        logits = drafter.draft_logits(target, g[s], B, dcache)
+        draft = spine_pool if a.spine_pool else tree.draft
+        cand[s], logp[s], bias[s] = draft(drafter, target, logits, W)
     key = f"{r['category']}-{n}"
     out[f"{key}/g"], out[f"{key}/cand"], out[f"{key}/logp"], out[f"{key}/bias"] = np.array(g), cand, logp, bias
     print(f"{key}: {len(ids)} prompt tokens, {time.time() - t0:.1f} s", flush=True)
