@@ -107,21 +107,13 @@ def walk(p, nodes):
         tr = tree.build(int(g[s]), p["cand"][s], p["logp"][s], nodes, p["bias"][s])
         if seen is not None:
             tr = tree.graft(tr, *seen.propose(), nodes)
-        tr = tr.spine_first()
-        post = [-1] * len(tr)
-        for i in range(len(tr)):  # the target's token after node i: known where i's path is g's
-            path, k = [], i
-            while k > 0:
-                path.append(tr.tokens[k]), (k := tr.parents[k])
-            if s + 1 + len(path) < len(g) and list(reversed(path)) == list(g[s + 1 : s + 1 + len(path)]):
-                post[i] = int(g[s + 1 + len(path)])
-        keep, _ = tree.accept(tr, post)
-        d = len(keep) - 1  # why the path stopped: the target's token not among the depth's
-        if d < p["cand"].shape[1] and s + 1 + d < len(g):  # candidates, or among them but outside the budget
+        d = len(tr.follow(g[s + 1 :].tolist()))  # drafts accepted: the target's answer is g
+        if d < p["cand"].shape[1] and s + 1 + d < len(g):  # why the path stopped: the target's
+            # token not among the depth's candidates, or among them but outside the budget
             MISS["not a candidate" if g[s + 1 + d] not in p["cand"][s, d] else "outside the budget"] += 1
         if seen is not None:
-            seen.extend(int(t) for t in g[s + 1 : s + 1 + len(keep)])
-        s += len(keep)
+            seen.extend(int(t) for t in g[s + 1 : s + 2 + d])
+        s += d + 1
         cycles += 1
     return s, cycles
 
