@@ -1,5 +1,5 @@
 """The drafter's Markov head: absent it changes nothing, a new one is zero, it saves and loads,
-`chain` follows it, and training moves only the head."""
+`chain` follows it, and training moves only the head (or, joint, the base with it)."""
 
 import json
 
@@ -182,6 +182,22 @@ def test_resume_keeps_the_head(trained, tmp_path):
     assert d.head_rows == len(d.vocab.ids)
 
 
+def test_joint_training_moves_base_and_head(trained):
+    """--markov-joint: from a drafter with a head, the base's layers train too (dropout allowed);
+    the vocabulary stays and the result loads with its head."""
+    tmp, model, tok, ds = trained
+    cfg = cfg_for(tmp / "joint", init=str(tmp / "head"), markov_rank=8, markov_joint=True,
+                  steps=10, lr=1e-2, dropout=0.1)
+    T.train(Target(model, "llama", []), tok, ds, cfg, progress=lambda s: None)
+    head, joint = load_drafter(tmp / "head"), load_drafter(tmp / "joint")
+    np.testing.assert_array_equal(joint.vocab.ids, head.vocab.ids)
+    a, b = dict(tree_flatten(head.parameters())), dict(tree_flatten(joint.parameters()))
+    assert set(a) == set(b)
+    moved = {k for k in a if np.array(a[k]).tobytes() != np.array(b[k]).tobytes()}
+    assert "markov.out_proj.weight" in moved and "fc.weight" in moved
+    assert any(k.startswith("layers.") for k in moved)
+
+
 def test_a_head_trains_on_only_as_a_head(trained):
     tmp, model, tok, ds = trained
     with pytest.raises(ValueError, match="--markov-rank 8"):
@@ -191,7 +207,9 @@ def test_a_head_trains_on_only_as_a_head(trained):
 
 def test_cli_refuses_a_head_without_a_drafter(capsys):
     for argv in (["--out", "x", "--markov-rank", "8"],
-                 ["--out", "x", "--init", "d", "--markov-rank", "8", "--draft-vocab", "100"]):
+                 ["--out", "x", "--init", "d", "--markov-rank", "8", "--draft-vocab", "100"],
+                 ["--out", "x", "--init", "d", "--markov-rank", "8", "--dropout", "0.1"],
+                 ["--out", "x", "--init", "d", "--markov-joint"]):
         with pytest.raises(SystemExit) as e:
             T.main(argv)
         assert e.value.code == 2 and "--markov-rank" in capsys.readouterr().err

@@ -104,6 +104,9 @@ def _drafter_args(g, c: TrainConfig) -> None:
                    help="with --init DIR: give that drafter a Markov head of rank R (a transition "
                         "bias from the previous token; zero at the start) and train only the head, "
                         "the rest frozen, over the drafter's own draft vocabulary")
+    g.add_argument("--markov-joint", action="store_true", default=c.markov_joint,
+                   help="with --markov-rank: train the drafter's layers together with the head "
+                        "(--dropout applies to them)")
 
 
 def _training_args(t, c: TrainConfig) -> None:
@@ -249,10 +252,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.dropout < 1:
         parser.error(f"--dropout {args.dropout}: a probability in [0, 1)")
-    if args.markov_rank and (args.init in ("random", "target") or args.draft_vocab or args.dropout):
+    if args.markov_rank and (args.init in ("random", "target") or args.draft_vocab
+                             or (args.dropout and not args.markov_joint)):
         parser.error("--markov-rank trains the head of a trained drafter: it needs --init DIR and "
-                     "keeps that drafter's vocabulary and layers as they are (no --draft-vocab, "
-                     "--dropout)")
+                     "keeps that drafter's vocabulary (no --draft-vocab) and, without "
+                     "--markov-joint, its layers as they are (no --dropout)")
+    if args.markov_joint and not args.markov_rank:
+        parser.error("--markov-joint: give the head's rank with --markov-rank R")
     if args.markov_rank < 0:
         parser.error(f"--markov-rank {args.markov_rank}: a rank >= 1 (0: no head)")
     say = lambda s: print(s, file=sys.stderr, flush=True)

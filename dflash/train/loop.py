@@ -144,7 +144,7 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
         drafter = load_drafter(cfg.init, dtype=mx.float32)
         if drafter.has_markov and not cfg.markov_rank:
             raise ValueError(f"{cfg.init} has a Markov head: train it on with --markov-rank "
-                             f"{drafter.args.markov_rank} (its base stays frozen)")
+                             f"{drafter.args.markov_rank} (--markov-joint: the base too)")
         if not cfg.markov_rank:  # --draft-vocab decides the new one (a head keeps the drafter's)
             drafter.vocab = None
         elif drafter.has_markov:  # a head trained on: the same bias, factors Adam can step alike
@@ -161,10 +161,10 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
             progress(f"drafter layers initialised from target layers {src}")
         drafter.norm.weight = target.backbone.norm.weight.astype(mx.float32)
         step, total, t_train = 0, cfg.steps, 0.0
-    if cfg.markov_rank:  # only the head trains
+    if cfg.markov_rank:  # the head trains; the base only if joint
         if cfg.init in ("target", "random"):
             raise ValueError("--markov-rank trains the head of a trained drafter: give --init DIR")
-        drafter = with_head(drafter, cfg.markov_rank)
+        drafter = with_head(drafter, cfg.markov_rank, cfg.markov_joint)
     opt.init(drafter.trainable_parameters())
     return drafter, opt, step, total, t_train
 
@@ -180,7 +180,7 @@ def _step_functions(master: Drafter, opt, io: FrozenIO, cfg: TrainConfig, dtype,
         work = Drafter(master.args, head_rows=master.head_rows)
         work.update(tree_map(lambda p: p.astype(dtype), master.parameters()))
         work.vocab = master.vocab
-        if cfg.markov_rank:
+        if cfg.markov_rank and not cfg.markov_joint:
             freeze_base(work)
     weights = position_weights(master.block_size, cfg.gamma)
 

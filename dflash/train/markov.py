@@ -1,4 +1,4 @@
-"""Training a drafter's Markov head (`MarkovHead`, drafter.py) with its base frozen.
+"""Training a drafter's Markov head (`MarkovHead`, drafter.py), its base frozen or (joint) not.
 
 Teacher forcing: slot j >= 2's previous token is x_{a+j-1}, the target's own greedy token, which
 is what an accepted tree path holds there (slot 1 takes no bias: it sees the staged token). The
@@ -17,9 +17,10 @@ import numpy as np
 from ..drafter import Drafter, MarkovHead
 
 
-def with_head(drafter: Drafter, rank: int) -> Drafter:
+def with_head(drafter: Drafter, rank: int, joint: bool = False) -> Drafter:
     """`drafter` with a Markov head of `rank` (a new one leaves every proposal unchanged) and
-    every other weight frozen."""
+    every other weight frozen, unless `joint`: then the base trains with the head, learning to
+    leave to the head what the previous token tells."""
     if drafter.has_markov and drafter.args.markov_rank != rank:
         raise ValueError(f"--markov-rank {rank}: the drafter already has a head of rank "
                          f"{drafter.args.markov_rank}")
@@ -28,7 +29,8 @@ def with_head(drafter: Drafter, rank: int) -> Drafter:
         rows = drafter.args.vocab_size if drafter.vocab is None else len(drafter.vocab.ids)
         drafter.markov = MarkovHead(drafter.args.hidden_size, rows, rank)
         drafter.markov.set_dtype(drafter.fc.weight.dtype)
-    freeze_base(drafter)
+    if not joint:
+        freeze_base(drafter)
     return drafter
 
 

@@ -17,7 +17,8 @@ any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_
 L layers, so the device computes early layers while the host builds the later ones; "auto!":
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
 "Nd" (64d): a tree of N chosen on the device (device_tree.py); "NwK" (96w16): a tree of N from K
-candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "+" (64+, auto+):
+the same with the drafter in directory $DRAFT_B instead of the shipped one; "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -64,6 +65,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mlp_variants; mlp_variants.apply()  # MLP=<name>: the MLP another way (mlp_variants.py)
 import device_tree; device_tree.apply()  # "64d": a tree of 64 chosen on the device (device_tree.py)
 _copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
+pair_b = None  # "+": DRAFT_B's drafter on the same loaded target
+if os.environ.get("DRAFT_B"):
+    import dataclasses
+    from dflash.drafter import load_drafter
+    from dflash.load import check_pair, _float_dtype
+    d_b = load_drafter(os.environ["DRAFT_B"])
+    check_pair(pair.target, d_b)
+    d_b.set_dtype(_float_dtype(pair.target))
+    pair_b = dataclasses.replace(pair, drafter=d_b, draft_id=os.environ["DRAFT_B"])
 prompts = []
 if len(sys.argv) > 4:  # a prompts file: its first n_prompts of each category
     seen = {}
@@ -82,6 +92,9 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
     for v in (variants if i % 2 else variants[::-1]):  # order alternates: drift hits all alike
         v_mlp, _, mlp = v.partition("%")  # "%name": the MLP as mlp_variants.py's name, this run
         mlp_variants.CURRENT["name"] = mlp or os.environ.get("MLP")
+        use_b = "+" in v_mlp
+        assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
+        v_mlp = v_mlp.replace("+", "")
         base, _, every = v_mlp.partition("@")
         ASYNC["every"] = int(every or 0)
         TreePlanner._copy_pays = _no_copy if "!" in base else _copy_pays
@@ -99,7 +112,7 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
             cfg = GenerationConfig(mode="dflash", max_tokens=max_tokens, tree=None if name == "auto" else int(name),
                                    lookup=lookup)
         cyc = []
-        for ev in engine.stream(pair, ids, cfg):
+        for ev in engine.stream(pair_b if use_b else pair, ids, cfg):
             if isinstance(ev, Cycle): cyc.append((len(ev.drafted) + 1, ev.accepted, round(1000*(ev.draft_s+ev.verify_s+ev.rollback_s),1)))
             if isinstance(ev, Summary): s = ev
         if p.get("warmup"):
@@ -115,5 +128,5 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("@", "a").replace("%", "-"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("@", "a").replace("%", "-").replace("+", "B"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
 json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
