@@ -54,10 +54,11 @@ ap.add_argument("--width", type=int, default=tree.WIDTH, help="candidates kept a
 ap.add_argument("--spine-pool", action="store_true",
                 help="each position's candidates: the base's top 8 and the top 8 of base + the Markov "
                      "bias after the spine's token before it (the head's own picks), 16 in all")
+ap.add_argument("--draft", default=None, help="a drafter directory (default: the shipped one)")
 a = ap.parse_args()
 picked = pick(a.prompts, a.per_category, a.skip)
 
-pair = load_pair(progress=lambda m: None)
+pair = load_pair(draft=a.draft, progress=lambda m: None)
 target, drafter = pair.target, pair.drafter
 B = drafter.block_size
 out = {}
