@@ -102,8 +102,9 @@ def _drafter_args(g, c: TrainConfig) -> None:
                         "(a cheaper draft head; 0: the whole vocabulary)")
     g.add_argument("--markov-rank", type=int, default=c.markov_rank, metavar="R",
                    help="with --init DIR: give that drafter a Markov head of rank R (a transition "
-                        "bias from the previous token; zero at the start) and train only the head, "
-                        "the rest frozen, over the drafter's own draft vocabulary")
+                        "bias from the previous token; zero at the start) and train the head, the "
+                        "rest frozen (--markov-joint: the layers too), over the drafter's own "
+                        "draft vocabulary")
     g.add_argument("--markov-joint", action="store_true", default=c.markov_joint,
                    help="with --markov-rank: train the drafter's layers together with the head "
                         "(--dropout applies to them)")

@@ -23,7 +23,7 @@ class TrainConfig:
     mask_token_id: Optional[int] = None  # None: choose_mask_token()
     init: str = "random"  # "target": copy the target's last layers; or a drafter directory
     draft_vocab: int = 0  # > 0: ship the N most frequent answer tokens as the draft vocabulary
-    markov_rank: int = 0  # > 0 with init=DIR: train only a Markov head of this rank (markov.py)
+    markov_rank: int = 0  # > 0 with init=DIR: train a Markov head of this rank (markov.py)
     markov_joint: bool = False  # with markov_rank: the base trains with its head (DSpark)
     max_new_tokens: int = 256
     gen_batch: int = 256
