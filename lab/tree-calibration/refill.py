@@ -1,0 +1,84 @@
+"""Would a second drafter pass with the chosen path written into its block help? The drafter
+fills [staged, MASK x 15]; here block positions 1..k also hold the target's own tokens (what an
+accepted path of k drafts holds) and the rest stay MASK. Per position after k: how often the
+target's token is the top-1 / among the top 8, with MASK there (the engine's one pass), with the
+Markov head's bias from the true previous token (what the trees use), and with the prefix
+written in (a refill pass; the drafter never saw real tokens there in training).
+
+    python lab/tree-calibration/refill.py PROMPTS.jsonl PER_CATEGORY [--staged 32] [--k 1 2 4]
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
+from dflash import backend  # noqa: E402
+
+backend.setup()
+import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from dflash.load import encode_prompt, load_pair  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("prompts"), ap.add_argument("per_category", type=int)
+ap.add_argument("--staged", type=int, default=32)
+ap.add_argument("--k", type=int, nargs="+", default=[1, 2, 4])
+ap.add_argument("--draft", default=None)
+a = ap.parse_args()
+pair = load_pair(draft=a.draft, progress=lambda m: None)
+t, d = pair.target, pair.drafter
+B, vocab = d.block_size, d.vocab
+col_of = vocab.rows_of if vocab is not None else (lambda x: x)
+hits = {}  # (k, kind) -> [n, top1, top8] at positions k+1 .. k+3
+
+
+def logits(block, dc):
+    h = d(t.embed(mx.array(block)[None]), dc)[0, 1:]
+    lg = vocab.logits(t, h) if vocab is not None else t.logits(h)
+    return np.array(lg.astype(mx.float32))
+
+
+def score(key, lg, want, ok):
+    v = lg[np.arange(len(want)), want]
+    rank = (lg > v[:, None]).sum(1)
+    h = hits.setdefault(key, np.zeros((3, 3)))
+    h[:, 0] += ok
+    h[:, 1] += ok * (rank < 1)
+    h[:, 2] += ok * (rank < 8)
+
+
+for r in pick(a.prompts, a.per_category, 0):
+    ids = encode_prompt(pair.tokenizer, r["prompt"])
+    cache, pf, gf = t.make_cache(), [], []
+    g = [int(mx.argmax(t.prefill(ids, cache, on_chunk=pf.append)).item())]
+    while len(g) < a.staged + B:
+        lg, f, _ = t.forward(mx.array([[g[-1]]]), cache)
+        gf.append(f), g.append(int(mx.argmax(lg[0, -1]).item()))
+    dc = d.make_cache()
+    d.extend_context(mx.concatenate(pf, axis=1), dc)
+    for s in range(a.staged):
+        if s:
+            d.extend_context(gf[s - 1], dc)
+        mask = [g[s]] + [d.mask_token_id] * (B - 1)
+        base = logits(mask, dc)  # [15, n]: positions 1..15
+        for k in a.k:
+            pos = np.arange(k, k + 3)  # rows of positions k+1..k+3
+            toks = np.array(g[s + 1 + k : s + 4 + k])
+            want = np.array(col_of(toks))
+            ok = np.isin(toks, vocab.ids) if vocab is not None else np.ones(3, bool)
+            want = np.where(ok, want, 0)
+            score((k, "mask"), base[pos], want, ok)
+            if d.has_markov:  # the head's bias from the true previous token
+                prev = mx.array(g[s + k : s + k + 3])
+                bias = np.array(d.markov(t.embed(prev)).astype(mx.float32))
+                score((k, "mask+head"), base[pos] + bias, want, ok)
+            filled = logits([g[s]] + g[s + 1 : s + 1 + k] + [d.mask_token_id] * (B - 1 - k), dc)
+            score((k, "refill"), filled[pos], want, ok)
+            if d.has_markov:
+                score((k, "refill+head"), filled[pos] + bias, want, ok)
+    print(r["category"], flush=True)
+for (k, kind), h in sorted(hits.items()):
+    print(f"k={k} {kind:12s} " + "  ".join(
+        f"pos {k + 1 + i}: top1 {h[i, 1] / h[i, 0]:.3f} top8 {h[i, 2] / h[i, 0]:.3f}" for i in range(3)))
