@@ -3,7 +3,9 @@ fills [staged, MASK x 15]; here block positions 1..k also hold the target's own 
 accepted path of k drafts holds) and the rest stay MASK. Per position after k: how often the
 target's token is the top-1 / among the top 8, with MASK there (the engine's one pass), with the
 Markov head's bias from the true previous token (what the trees use), and with the prefix
-written in (a refill pass; the drafter never saw real tokens there in training).
+written in (a refill pass; the drafter never saw real tokens there in training); split by
+whether the engine's chain (pass 1, base + head) was itself right through position k ("on the
+chain": a refill would only repeat it) or not (the path is a sibling's: a tree's other branches).
 
     python lab/tree-calibration/refill.py PROMPTS.jsonl PER_CATEGORY [--staged 32] [--k 1 2 4]
 """
@@ -40,6 +42,11 @@ def logits(block, dc):
     return np.array(lg.astype(mx.float32))
 
 
+def head_bias(tok):
+    """The Markov head's bias over the drafter's columns after token `tok`."""
+    return np.array(d.markov(t.embed(mx.array([tok]))).astype(mx.float32))[0]
+
+
 def score(key, lg, want, ok):
     v = lg[np.arange(len(want)), want]
     rank = (lg > v[:, None]).sum(1)
@@ -63,22 +70,29 @@ for r in pick(a.prompts, a.per_category, 0):
             d.extend_context(gf[s - 1], dc)
         mask = [g[s]] + [d.mask_token_id] * (B - 1)
         base = logits(mask, dc)  # [15, n]: positions 1..15
+        # the engine's chain (base + head after each drafted token): right through position k?
+        chain = []
+        for j in range(B - 1):
+            row = base[j] + (head_bias(chain[-1]) if j and d.has_markov else 0)
+            chain.append(int(d.column_tokens(mx.array([int(np.argmax(row))])).item()))
+        chain_ok = np.cumprod(np.array(chain) == np.array(g[s + 1 : s + B]))
         for k in a.k:
+            split = "on the chain" if chain_ok[k - 1] else "off the chain"
             pos = np.arange(k, k + 3)  # rows of positions k+1..k+3
             toks = np.array(g[s + 1 + k : s + 4 + k])
             want = np.array(col_of(toks))
             ok = np.isin(toks, vocab.ids) if vocab is not None else np.ones(3, bool)
             want = np.where(ok, want, 0)
-            score((k, "mask"), base[pos], want, ok)
+            score((k, split, "mask"), base[pos], want, ok)
             if d.has_markov:  # the head's bias from the true previous token
                 prev = mx.array(g[s + k : s + k + 3])
                 bias = np.array(d.markov(t.embed(prev)).astype(mx.float32))
-                score((k, "mask+head"), base[pos] + bias, want, ok)
+                score((k, split, "mask+head"), base[pos] + bias, want, ok)
             filled = logits([g[s]] + g[s + 1 : s + 1 + k] + [d.mask_token_id] * (B - 1 - k), dc)
-            score((k, "refill"), filled[pos], want, ok)
+            score((k, split, "refill"), filled[pos], want, ok)
             if d.has_markov:
-                score((k, "refill+head"), filled[pos] + bias, want, ok)
+                score((k, split, "refill+head"), filled[pos] + bias, want, ok)
     print(r["category"], flush=True)
-for (k, kind), h in sorted(hits.items()):
-    print(f"k={k} {kind:12s} " + "  ".join(
+for (k, split, kind), h in sorted(hits.items()):
+    print(f"k={k} {split} (n {int(h[0, 0])}) {kind:12s} " + "  ".join(
         f"pos {k + 1 + i}: top1 {h[i, 1] / h[i, 0]:.3f} top8 {h[i, 2] / h[i, 0]:.3f}" for i in range(3)))
