@@ -1,5 +1,6 @@
-"""The prompts collect.py, recall.py and replay.py share: the first `per_category` of each
-category of a prompts file (one JSON object a line), after skipping the first `skip`."""
+"""What the scripts here share: the prompts (the first `per_category` of each category of a
+prompts file, one JSON object a line, after skipping the first `skip`) and the walk along the
+target's greedy answer to one (`staged`)."""
 import json
 from pathlib import Path
 
@@ -14,3 +15,40 @@ def pick(path, per_category: int, skip: int = 0) -> list[dict]:
         if skip <= i < skip + per_category:
             picked.append(r)
     return picked
+
+
+def staged(pair, prompt: str, n: int):
+    """(s, g, drafter cache) for each staged index s < n of the target's greedy answer g (n +
+    block tokens) to `prompt`, the drafter's context holding the target's features of everything
+    before s, as the engine's drafter context does."""
+    import mlx.core as mx
+
+    from dflash.load import encode_prompt
+
+    t, d = pair.target, pair.drafter
+    cache, pf, gf = t.make_cache(), [], []
+    g = [int(mx.argmax(t.prefill(encode_prompt(pair.tokenizer, prompt), cache, on_chunk=pf.append)).item())]
+    while len(g) < n + d.block_size:
+        lg, f, _ = t.forward(mx.array([[g[-1]]]), cache)
+        gf.append(f), g.append(int(mx.argmax(lg[0, -1]).item()))
+    dc = d.make_cache()
+    d.extend_context(mx.concatenate(pf, axis=1), dc)
+    for s in range(n):
+        if s:
+            d.extend_context(gf[s - 1], dc)
+        yield s, g, dc
+
+
+def refill_cli(staged_default: int, k_default: list[int]):
+    """refill.py's and refill_walk.py's arguments, and the pair they name (after backend.setup())."""
+    import argparse
+
+    from dflash.load import load_pair
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("prompts"), ap.add_argument("per_category", type=int)
+    ap.add_argument("--staged", type=int, default=staged_default)
+    ap.add_argument("--k", type=int, nargs="+", default=k_default)
+    ap.add_argument("--draft", default=None, help="a drafter directory (default: the shipped one)")
+    a = ap.parse_args()
+    return a, load_pair(draft=a.draft, progress=lambda m: None)

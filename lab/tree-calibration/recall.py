@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import pick, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from dflash.load import encode_prompt, load_pair  # noqa: E402
+from dflash.load import load_pair  # noqa: E402
 
 STAGED = 64
 WIDTHS = (1, 2, 4, 8, 16, 32)
@@ -33,17 +33,7 @@ B, vocab = d.block_size, d.vocab
 col_of = vocab.rows_of if vocab is not None else (lambda x: x)
 ranks = {"base": [], "head": []}  # [depth-1 (0..14)] lists of ranks of the target's token
 for r in picked:
-    ids = encode_prompt(pair.tokenizer, r["prompt"])
-    cache, pf, gf = t.make_cache(), [], []
-    g = [int(mx.argmax(t.prefill(ids, cache, on_chunk=pf.append)).item())]
-    while len(g) < STAGED + B:
-        lg, f, _ = t.forward(mx.array([[g[-1]]]), cache)
-        gf.append(f), g.append(int(mx.argmax(lg[0, -1]).item()))
-    dc = d.make_cache()
-    d.extend_context(mx.concatenate(pf, axis=1), dc)
-    for s in range(STAGED):
-        if s:
-            d.extend_context(gf[s - 1], dc)
+    for s, g, dc in staged(pair, r["prompt"], STAGED):
         base = d.draft_logits(t, g[s], B, dc).astype(mx.float32)  # [15, n] columns
         prev = mx.array(g[s + 1 : s + B - 1])  # the true token before positions 2..15
         head = mx.concatenate([base[:1], base[1:] + d.markov(t.embed(prev)).astype(mx.float32)])

@@ -9,27 +9,18 @@ chain": a refill would only repeat it) or not (the path is a sibling's: a tree's
 
     python lab/tree-calibration/refill.py PROMPTS.jsonl PER_CATEGORY [--staged 32] [--k 1 2 4]
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from dflash.load import encode_prompt, load_pair  # noqa: E402
-
-ap = argparse.ArgumentParser()
-ap.add_argument("prompts"), ap.add_argument("per_category", type=int)
-ap.add_argument("--staged", type=int, default=32)
-ap.add_argument("--k", type=int, nargs="+", default=[1, 2, 4])
-ap.add_argument("--draft", default=None)
-a = ap.parse_args()
-pair = load_pair(draft=a.draft, progress=lambda m: None)
+a, pair = refill_cli(32, [1, 2, 4])
 t, d = pair.target, pair.drafter
 B, vocab = d.block_size, d.vocab
 col_of = vocab.rows_of if vocab is not None else (lambda x: x)
@@ -57,17 +48,7 @@ def score(key, lg, want, ok):
 
 
 for r in pick(a.prompts, a.per_category, 0):
-    ids = encode_prompt(pair.tokenizer, r["prompt"])
-    cache, pf, gf = t.make_cache(), [], []
-    g = [int(mx.argmax(t.prefill(ids, cache, on_chunk=pf.append)).item())]
-    while len(g) < a.staged + B:
-        lg, f, _ = t.forward(mx.array([[g[-1]]]), cache)
-        gf.append(f), g.append(int(mx.argmax(lg[0, -1]).item()))
-    dc = d.make_cache()
-    d.extend_context(mx.concatenate(pf, axis=1), dc)
-    for s in range(a.staged):
-        if s:
-            d.extend_context(gf[s - 1], dc)
+    for s, g, dc in staged(pair, r["prompt"], a.staged):
         mask = [g[s]] + [d.mask_token_id] * (B - 1)
         base = logits(mask, dc)  # [15, n]: positions 1..15
         # the engine's chain (base + head after each drafted token): right through position k?

@@ -6,27 +6,18 @@ commits each cycle's accepted drafts plus the target's token, as the engine does
 
     python lab/tree-calibration/refill_walk.py PROMPTS.jsonl PER_CATEGORY [--staged 64] [--k 2 4 6]
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from dflash.load import encode_prompt, load_pair  # noqa: E402
-
-ap = argparse.ArgumentParser()
-ap.add_argument("prompts"), ap.add_argument("per_category", type=int)
-ap.add_argument("--staged", type=int, default=64)
-ap.add_argument("--k", type=int, nargs="+", default=[2, 4, 6])
-ap.add_argument("--draft", default=None)
-a = ap.parse_args()
-pair = load_pair(draft=a.draft, progress=lambda m: None)
+a, pair = refill_cli(64, [2, 4, 6])
 t, d = pair.target, pair.drafter
 B = d.block_size
 
@@ -55,18 +46,8 @@ def run(drafts, truth):
 
 acc = {k: [] for k in [0] + a.k}  # per prompt: accepted drafts at each staged index
 for r in pick(a.prompts, a.per_category, 0):
-    ids = encode_prompt(pair.tokenizer, r["prompt"])
-    cache, pf, gf = t.make_cache(), [], []
-    g = [int(mx.argmax(t.prefill(ids, cache, on_chunk=pf.append)).item())]
-    while len(g) < a.staged + B:
-        lg, f, _ = t.forward(mx.array([[g[-1]]]), cache)
-        gf.append(f), g.append(int(mx.argmax(lg[0, -1]).item()))
-    dc = d.make_cache()
-    d.extend_context(mx.concatenate(pf, axis=1), dc)
     per = {k: [] for k in acc}
-    for s in range(a.staged):
-        if s:
-            d.extend_context(gf[s - 1], dc)
+    for s, g, dc in staged(pair, r["prompt"], a.staged):
         truth = g[s + 1 : s + B]
         first = chain_from([g[s]] + [d.mask_token_id] * (B - 1), 1, g[s], dc)
         n1 = run(first, truth)
