@@ -4,16 +4,14 @@
 # natural, open1-4, self-written answers and the ShareGPT answers three times over), in the warm
 # session of lab/bench/h200.sh (its stash calls put MLX's CUDA build and the GGUF in /tmp).
 #
-# Here, once:  bash lab/markov-head/joint.sh chunk    (-> .gpux/j0..j3, the six answer archives
-#              of commit 0473aa8^, 39 MB, in chunks of 12 MB: a call carries the tree, 53 MB, too)
-# There:       carry [".gpux/jN"]:  bash lab/markov-head/joint.sh stash N        (N = 0..3)
-# Or, in fewer calls: `bash lab/markov-head/joint.sh pack` here puts everything a session needs
-#              (MLX's CUDA build, mlx-lm, the GGUF, the answer archives, the shipped drafter, the
-#              Xeon's CPU pack) into one stream in chunks of 54 MB (.gpux/k0..k4) for calls made
-#              with the drafter's 43 MB moved out of the working tree (`away` / `back` here): then
-#              the tree is ~10 MB. There: carry [".gpux/kN"]: `bash lab/markov-head/joint.sh
-#              stash N`, and every later phase takes the archives, the drafter and the CPU pack
-#              from what lab/bench/h200.sh setup unpacked (/tmp/all).
+# Here, once:  bash lab/markov-head/joint.sh pack   puts everything a session needs (MLX's CUDA
+#              build, mlx-lm, the GGUF, the six answer archives of commit 0473aa8^, the shipped
+#              drafter, the Xeon's CPU pack) into one stream in chunks of 54 MB (.gpux/k0..k4),
+#              for calls made with the drafter's 43 MB moved out of the working tree (`away`
+#              before the calls, `back` after them): the tree is then ~10 MB.
+# There:       carry [".gpux/kN"]: bash lab/markov-head/joint.sh stash N   (N = 0..4); every
+#              later phase takes the archives, the drafter and the CPU pack from what
+#              lab/bench/h200.sh setup unpacked ($ARCHIVES, default /tmp/all).
 #              bash lab/markov-head/joint.sh start STEP_SECONDS [trainer flags]: the trainer,
 #                detached, on cores 2-15, a schedule sized for STEP_SECONDS of steps
 #              bash lab/markov-head/joint.sh wait SECONDS: until it ends (or SECONDS), then the
@@ -23,13 +21,14 @@
 #                on cores 0-1 (meanwhile the trainer may run on the others), output in $OUT/xeon/
 #              bash lab/markov-head/joint.sh ab SECONDS: shipped vs the new drafter, interleaved
 #                on one loaded target (lab/bench/planner_variants.py, "+" = the new drafter)
-# LOCAL=1: no setup and no pinning (this machine's venv has MLX; a tiny run with trainer flags).
+# LOCAL=1: no setup and no pinning (this machine's venv has MLX; a tiny run with trainer flags;
+# ARCHIVES: a folder holding the six archives, e.g. from `git show 0473aa8^:lab/train/FILE`).
 set -uo pipefail
 phase=${1:?phase}
 PIN=$([ -n "${LOCAL:-}" ] || echo "taskset -c 2-15")
 ROOT=${ROOT:-/tmp}
 OUT=${OUT:-$ROOT/joint-out}
-DATA=$ROOT/jdata RUN=$ROOT/jrun DRAFTER=assets/smollm2-135m-instruct-dflash
+DATA=$ROOT/jdata RUN=$ROOT/jrun DRAFTER=assets/smollm2-135m-instruct-dflash ARCHIVES=${ARCHIVES:-/tmp/all}
 FILES="smollm2-selfdistill-data.npz.xz smollm2-selfdistill-natural.npz.xz
   smollm2-selfdistill-open.tar.xz smollm2-selfdistill-open2.tar.xz
   smollm2-selfdistill-self.tar.xz smollm2-selfdistill-sharegpt.tar.xz"
@@ -46,8 +45,8 @@ bring_back() {  # the drafter as it is now, its config, vocabulary and log
 quiet() { tr '\r' '\n' | grep -v -E '^(training|generating|features|evaluating):|^\s*$'; }
 
 ensure_drafter() {  # after `away` here, the device's tree lacks the drafter's weights
-  [ -s $DRAFTER/model.safetensors ] || cp /tmp/all/drafter/model.safetensors $DRAFTER/ || exit 1
-  [ -s .gpux/cpu/cpu.tar.xz ] || { mkdir -p .gpux/cpu && cp /tmp/all/cpu.tar.xz .gpux/cpu/; }
+  [ -s $DRAFTER/model.safetensors ] || cp $ARCHIVES/drafter/model.safetensors $DRAFTER/ || exit 1
+  [ -s .gpux/cpu/cpu.tar.xz ] || { mkdir -p .gpux/cpu && cp $ARCHIVES/cpu.tar.xz .gpux/cpu/; }
 }
 
 case $phase in
@@ -68,27 +67,13 @@ away)  # here: the drafter's weights out of the tree for the calls (git status s
 back)
   mv .gpux/away/model.safetensors $DRAFTER/ && git status --short
   ;;
-chunk)
-  rm -rf .gpux/j[0-9]* .gpux/jall && mkdir -p .gpux/jall
-  for f in $FILES; do git show 0473aa8^:lab/train/$f > .gpux/jall/$f || exit 1; done
-  (cd .gpux/jall && tar -cf - $FILES | split -b ${CHUNK:-12000000} -d -a 2 - ../jchunk.)
-  for f in .gpux/jchunk.*; do n=$((10#${f##*.})); mkdir -p .gpux/j$n && mv "$f" .gpux/j$n/; done
-  rm -rf .gpux/jall && du -b .gpux/j[0-9]*/*
-  ;;
-stash)  # jN: the archives alone; kN: the whole pack, as lab/bench/h200.sh's chunks
-  n=${2:?chunk number}
-  if [ -d .gpux/k$n ]; then mkdir -p /tmp/chunks && cp .gpux/k$n/* /tmp/chunks/ && ls /tmp/chunks
-  else mkdir -p $ROOT/jchunks && cp .gpux/j$n/* $ROOT/jchunks/ && ls $ROOT/jchunks; fi
+stash)  # chunk N of `pack`, where lab/bench/h200.sh setup reads its chunks
+  mkdir -p /tmp/chunks && cp .gpux/k${2:?chunk number}/* /tmp/chunks/ && ls /tmp/chunks
   ;;
 unpack)  # the token files into $DATA, once
   [ -f $DATA/.ok ] && exit 0
   rm -rf $DATA && mkdir -p $DATA
-  if [ -d $ROOT/jchunks ]; then
-    cat $ROOT/jchunks/jchunk.* | tar -C $DATA -xf - || { echo "unpack: chunks missing"; exit 1; }
-  else
-    for f in $FILES; do cp /tmp/all/$f $DATA/; done
-  fi
-  for f in $FILES; do [ -s $DATA/$f ] || { echo "unpack: $f missing (stash 0..3?)"; exit 1; }; done
+  for f in $FILES; do cp $ARCHIVES/$f $DATA/ || { echo "unpack: $f missing (stash 0..4?)"; exit 1; }; done
   xz -dc $DATA/smollm2-selfdistill-data.npz.xz > $DATA/data-train.npz &
   xz -dc $DATA/smollm2-selfdistill-natural.npz.xz > $DATA/data-natural.npz &
   for f in open open2 self sharegpt; do tar -C $DATA -xJf $DATA/smollm2-selfdistill-$f.tar.xz & done
@@ -146,6 +131,6 @@ ab)  # $2: seconds; the shipped drafter vs the joint one ("+"), interleaved on o
   done
   ;;
 *)
-  echo "unknown phase $phase (pack, away, back, chunk, stash N, unpack, start STEPS_S, wait S, xeon S, ab S)"; exit 2
+  echo "unknown phase $phase (pack, away, back, stash N, unpack, start STEPS_S, wait S, xeon S, ab S)"; exit 2
   ;;
 esac

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import pick, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
@@ -22,9 +22,9 @@ import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dflash import tree  # noqa: E402
-from dflash.load import encode_prompt, load_pair  # noqa: E402
+from dflash.load import load_pair  # noqa: E402
 
-STAGED, EXTRA = 128, 16
+STAGED = 128
 
 
 def spine_pool(drafter, target, logits, width):
@@ -62,28 +62,17 @@ pair = load_pair(draft=a.draft, progress=lambda m: None)
 target, drafter = pair.target, pair.drafter
 B = drafter.block_size
 out = {}
+W = 2 * tree.WIDTH if a.spine_pool else a.width
+draft = spine_pool if a.spine_pool else tree.draft
 for n, r in enumerate(picked):
     t0 = time.time()
-    ids = encode_prompt(pair.tokenizer, r["prompt"])
-    cache, pfeats, gfeats = target.make_cache(), [], []
-    g = [int(mx.argmax(target.prefill(ids, cache, on_chunk=pfeats.append)).item())]
-    while len(g) < STAGED + EXTRA:
-        lg, f, _ = target.forward(mx.array([[g[-1]]]), cache)
-        gfeats.append(f)
-        g.append(int(mx.argmax(lg[0, -1]).item()))
-    dcache = drafter.make_cache()
-    drafter.extend_context(mx.concatenate(pfeats, axis=1), dcache)
-    W = 2 * tree.WIDTH if a.spine_pool else a.width
     cand = np.zeros((STAGED, B - 1, W), np.int32)
     logp = np.zeros((STAGED, B - 1, W), np.float32)
     bias = np.zeros((STAGED, B - 1, W, W), np.float16)
-    for s in range(STAGED):
-        if s:
-            drafter.extend_context(gfeats[s - 1], dcache)
+    for s, g, dcache in staged(pair, r["prompt"], STAGED):  # g: STAGED + B tokens
         logits = drafter.draft_logits(target, g[s], B, dcache)
-        draft = spine_pool if a.spine_pool else tree.draft
         cand[s], logp[s], bias[s] = draft(drafter, target, logits, W)
     key = f"{r['category']}-{n}"
     out[f"{key}/g"], out[f"{key}/cand"], out[f"{key}/logp"], out[f"{key}/bias"] = np.array(g), cand, logp, bias
-    print(f"{key}: {len(ids)} prompt tokens, {time.time() - t0:.1f} s", flush=True)
+    print(f"{key}: {time.time() - t0:.1f} s", flush=True)
 np.savez_compressed(a.out, **out)

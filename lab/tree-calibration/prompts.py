@@ -52,3 +52,24 @@ def refill_cli(staged_default: int, k_default: list[int]):
     ap.add_argument("--draft", default=None, help="a drafter directory (default: the shipped one)")
     a = ap.parse_args()
     return a, load_pair(draft=a.draft, progress=lambda m: None)
+
+
+def block_logits(pair, block: list[int], dc):
+    """The drafter's logits [B-1, columns] (numpy float32) for block positions 1..B-1 of
+    `block`, its context `dc`."""
+    import mlx.core as mx
+    import numpy as np
+
+    t, d = pair.target, pair.drafter
+    h = d(t.embed(mx.array(block)[None]), dc)[0, 1:]
+    lg = d.vocab.logits(t, h) if d.vocab is not None else t.logits(h)
+    return np.array(lg.astype(mx.float32))
+
+
+def head_bias(pair, tok: int):
+    """The Markov head's bias over the drafter's columns after token `tok` (numpy float32)."""
+    import mlx.core as mx
+    import numpy as np
+
+    t, d = pair.target, pair.drafter
+    return np.array(d.markov(t.embed(mx.array([tok]))).astype(mx.float32))[0]

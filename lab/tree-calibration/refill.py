@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import block_logits, head_bias, pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
@@ -25,17 +25,6 @@ t, d = pair.target, pair.drafter
 B, vocab = d.block_size, d.vocab
 col_of = vocab.rows_of if vocab is not None else (lambda x: x)
 hits = {}  # (k, kind) -> [n, top1, top8] at positions k+1 .. k+3
-
-
-def logits(block, dc):
-    h = d(t.embed(mx.array(block)[None]), dc)[0, 1:]
-    lg = vocab.logits(t, h) if vocab is not None else t.logits(h)
-    return np.array(lg.astype(mx.float32))
-
-
-def head_bias(tok):
-    """The Markov head's bias over the drafter's columns after token `tok`."""
-    return np.array(d.markov(t.embed(mx.array([tok]))).astype(mx.float32))[0]
 
 
 def score(key, lg, want, ok):
@@ -50,11 +39,11 @@ def score(key, lg, want, ok):
 for r in pick(a.prompts, a.per_category, 0):
     for s, g, dc in staged(pair, r["prompt"], a.staged):
         mask = [g[s]] + [d.mask_token_id] * (B - 1)
-        base = logits(mask, dc)  # [15, n]: positions 1..15
+        base = block_logits(pair, mask, dc)  # [15, n]: positions 1..15
         # the engine's chain (base + head after each drafted token): right through position k?
         chain = []
         for j in range(B - 1):
-            row = base[j] + (head_bias(chain[-1]) if j and d.has_markov else 0)
+            row = base[j] + (head_bias(pair, chain[-1]) if j and d.has_markov else 0)
             chain.append(int(d.column_tokens(mx.array([int(np.argmax(row))])).item()))
         chain_ok = np.cumprod(np.array(chain) == np.array(g[s + 1 : s + B]))
         for k in a.k:
@@ -69,7 +58,7 @@ for r in pick(a.prompts, a.per_category, 0):
                 prev = mx.array(g[s + k : s + k + 3])
                 bias = np.array(d.markov(t.embed(prev)).astype(mx.float32))
                 score((k, split, "mask+head"), base[pos] + bias, want, ok)
-            filled = logits([g[s]] + g[s + 1 : s + 1 + k] + [d.mask_token_id] * (B - 1 - k), dc)
+            filled = block_logits(pair, [g[s]] + g[s + 1 : s + 1 + k] + [d.mask_token_id] * (B - 1 - k), dc)
             score((k, split, "refill"), filled[pos], want, ok)
             if d.has_markov:
                 score((k, split, "refill+head"), filled[pos] + bias, want, ok)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import block_logits, head_bias, pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
@@ -30,15 +30,9 @@ B = d.block_size
 _bias = {}
 
 
-def logits(block, dc):
-    h = d(t.embed(mx.array(block)[None]), dc)[0, 1:]
-    lg = d.vocab.logits(t, h) if d.vocab is not None else t.logits(h)
-    return np.array(lg.astype(mx.float32))  # [B-1, columns]: block positions 1..B-1
-
-
 def bias(tok):
     if tok not in _bias:
-        _bias[tok] = np.array(d.markov(t.embed(mx.array([tok]))).astype(mx.float32))[0]
+        _bias[tok] = head_bias(pair, tok)
     return _bias[tok]
 
 
@@ -88,7 +82,7 @@ for r in pick(a.prompts, a.per_category, 0):
         if not due:
             continue
         truth = g[s + 1 : s + B]
-        first = logits([g[s]] + [d.mask_token_id] * (B - 1), dc)
+        first = block_logits(pair, [g[s]] + [d.mask_token_id] * (B - 1), dc)
         for k in sorted({key[0] for key in due}):
             tree1 = grow(g[s], k, lambda path: first)
             result = {"pass 1": accepted(tree1, truth)}
@@ -101,7 +95,7 @@ for r in pick(a.prompts, a.per_category, 0):
                     p = by_parent[p]
                     spine.add(p)
                 off = [path for path, _ in tree1[1:] if path not in spine and len(path) <= 3][:M]
-                refill = {path: logits([g[s]] + list(path) + [d.mask_token_id] * (B - 1 - len(path)), dc)
+                refill = {path: block_logits(pair, [g[s]] + list(path) + [d.mask_token_id] * (B - 1 - len(path)), dc)
                           for path in off}
 
                 def rows_of(path):

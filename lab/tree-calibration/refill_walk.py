@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from prompts import pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
+from prompts import block_logits, head_bias, pick, refill_cli, staged  # noqa: E402  (this folder is on the path: the script's own)
 from dflash import backend  # noqa: E402
 
 backend.setup()
@@ -25,14 +25,10 @@ B = d.block_size
 def chain_from(block, start, prev, dc):
     """Token ids drafted greedily (base + head bias) at block positions start..B-1 of `block`,
     the token before position `start` being `prev`."""
-    h = d(t.embed(mx.array(block)[None]), dc)[0, 1:]
-    base = d.vocab.logits(t, h) if d.vocab is not None else t.logits(h)
-    out = []
+    base, out = block_logits(pair, block, dc), []
     for j in range(start - 1, B - 1):  # row j is block position j + 1
-        row = base[j : j + 1]
-        if d.has_markov and j >= 1:
-            row = row + d.markov(t.embed(mx.array([prev])))
-        prev = int(d.column_tokens(mx.argmax(row, axis=-1)).item())
+        row = base[j] + (head_bias(pair, prev) if d.has_markov and j >= 1 else 0)
+        prev = int(d.column_tokens(mx.array([int(np.argmax(row))])).item())
         out.append(prev)
     return out
 
