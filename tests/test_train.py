@@ -572,3 +572,35 @@ def test_train_with_dropout(setup, tmp_path):
     with pytest.raises(SystemExit) as e:
         T.main(["--out", str(tmp_path / "bad"), "--dropout", "1"])
     assert e.value.code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_revealed_prefixes_show_true_tokens_and_carry_no_loss(setup):
+    """--reveal: a share of the blocks hold their first 1..B/2 labels in place of MASK, with no
+    loss there and at least one label left; the others, and reveal 0, are the usual blocks."""
+    _, model, tok, ds = setup
+    seqs, mask = np.arange(8), VOCAB - 1
+    plain = T.sample_blocks(ds, seqs, np.random.default_rng(5), 64, 8, 6, mask, 0)
+    same = T.sample_blocks(ds, seqs, np.random.default_rng(5), 64, 8, 6, mask, 0, reveal=0.0)
+    assert all(np.array_equal(plain[k], same[k]) for k in plain)
+    b = T.sample_blocks(ds, seqs, np.random.default_rng(5), 64, 8, 6, mask, 0, reveal=0.6)
+    assert np.array_equal(b["anchors"], plain["anchors"]) and np.array_equal(b["labels"], plain["labels"])
+    shown = (b["block"][:, 1:] != mask).sum(1)
+    assert 0 < (shown > 0).mean() < 1 and shown.max() <= 3  # (8 - 1) // 2
+    for r in range(len(shown)):
+        k = shown[r]
+        assert np.array_equal(b["block"][r, 1 : k + 1], b["labels"][r, :k])  # a prefix, true tokens
+        assert (b["block"][r, k + 1 :] == mask).all() and not b["valid"][r, :k].any()
+        assert np.array_equal(b["valid"][r, k:], plain["valid"][r, k:]) and b["valid"][r].sum() >= 1
+
+
+def test_train_with_revealed_prefixes(setup, tmp_path):
+    _, model, tok, ds = setup
+    out = tmp_path / "reveal"
+    T.train(Target(model, "llama", [0, 2]), tok, ds, cfg_for(out, steps=20, reveal=0.5), progress=lambda s: None)
+    log = [json.loads(l) for l in (out / T.LOG_FILE).read_text().splitlines()]
+    train_losses = [r["loss"] for r in log if "split" not in r]
+    assert train_losses[-1] < train_losses[0]
+    assert json.loads((out / T.CKPT_DIR / "state.json").read_text())["config"]["reveal"] == 0.5
+    with pytest.raises(SystemExit) as e:
+        T.main(["--out", str(tmp_path / "bad"), "--reveal", "1.5"])
+    assert e.value.code == 2 and not (tmp_path / "bad").exists()

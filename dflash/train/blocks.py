@@ -13,8 +13,9 @@ from .markov import head_logits
 
 
 def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: int, B: int,
-                  n_anchors: int, mask_id: int, pad_id: int) -> dict[str, np.ndarray]:
-    """Fixed-shape arrays for `seqs`: ids [S, L] and n_anchors blocks per sequence."""
+                  n_anchors: int, mask_id: int, pad_id: int, reveal: float = 0.0) -> dict[str, np.ndarray]:
+    """Fixed-shape arrays for `seqs`: ids [S, L] and n_anchors blocks per sequence; with
+    probability `reveal` a block shows its first 1..B/2 labels (`reveal_prefix`)."""
     S = len(seqs)
     ids = np.full((S, L + B), pad_id, dtype=np.int32)  # + B: labels past the end read padding
     lens = np.zeros(S, dtype=np.int64)
@@ -30,7 +31,24 @@ def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: in
         anchors[r] = lo + (rng.choice(n, n_anchors, replace=False) if n >= n_anchors
                            else rng.integers(0, n, n_anchors))
     rows = np.repeat(np.arange(S), n_anchors)
-    return dict(_blocks(ids, lens, rows, anchors.reshape(-1), B, mask_id), ids=ids[:, :L])
+    b = _blocks(ids, lens, rows, anchors.reshape(-1), B, mask_id)
+    if reveal:
+        reveal_prefix(b, rng, reveal)
+    return dict(b, ids=ids[:, :L])
+
+
+def reveal_prefix(b: dict, rng: np.random.Generator, p: float) -> None:
+    """In place: with probability p a block's slots 1..k (k uniform in 1..(B-1)/2, at least one
+    label left to predict) hold their true tokens instead of MASK and carry no loss. The drafter
+    learns to read a path written into its block, as a second pass over a drafted prefix would
+    give it, besides the all-MASK block the engine's first pass runs."""
+    block, labels, valid = b["block"], b["labels"], b["valid"]
+    R, n = labels.shape
+    left = valid.sum(1).astype(np.int64) - 1  # labels that may be shown, one kept
+    k = np.minimum(rng.integers(1, n // 2 + 1, R), left) * (rng.random(R) < p)
+    shown = np.arange(n)[None] < k[:, None]
+    block[:, 1:] = np.where(shown, labels, block[:, 1:])
+    valid[shown] = 0.0
 
 
 BLOCK_KEYS = ("block", "labels", "valid", "anchors", "rows")  # a batch after the features, in order

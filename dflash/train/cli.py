@@ -131,6 +131,10 @@ def _training_args(t, c: TrainConfig) -> None:
     t.add_argument("--dropout", type=float, default=c.dropout, metavar="P",
                    help="dropout on the attention and MLP branches of the drafter's layers in "
                         "training steps (a regulariser; validation and the engine drop nothing)")
+    t.add_argument("--reveal", type=float, default=c.reveal, metavar="P",
+                   help="the share of training blocks that show their first 1..B/2 true tokens "
+                        "after the staged one instead of MASK (no loss there): teaches the "
+                        "drafter to continue a path written into its block")
     t.add_argument("--val-frac", type=float, default=c.val_frac)
     t.add_argument("--seed", type=int, default=c.seed)
     t.add_argument("--save-every", type=int, default=c.save_every)
@@ -253,6 +257,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.dropout < 1:
         parser.error(f"--dropout {args.dropout}: a probability in [0, 1)")
+    if not 0 <= args.reveal <= 1:
+        parser.error(f"--reveal {args.reveal}: a probability in [0, 1]")
     if args.markov_rank and (args.init in ("random", "target") or args.draft_vocab
                              or (args.dropout and not args.markov_joint)):
         parser.error("--markov-rank trains the head of a trained drafter: it needs --init DIR and "

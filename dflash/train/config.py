@@ -40,6 +40,7 @@ class TrainConfig:
     clip: float = 1.0
     gamma: float = 7.0
     dropout: float = 0.0  # on each residual branch of the drafter's layers, in training steps only
+    reveal: float = 0.0  # P(a training block shows a true prefix after its staged token: blocks.reveal_prefix)
     val_frac: float = 0.02
     seed: int = 0
     save_every: int = 500

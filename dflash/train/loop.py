@@ -252,7 +252,8 @@ class _Run:
     def _describe(self, n_val: int) -> str:
         a, cfg, ds = self.drafter.args, self.cfg, self.ds
         n_params = sum(v.size for _, v in tree_flatten(self.drafter.parameters()))
-        loss = "CE" + (f", dropout {cfg.dropout:g}" if cfg.dropout else "")
+        loss = "CE" + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + (
+            f", prefixes shown in {cfg.reveal:g} of the blocks" if cfg.reveal else "")
         procs = f" on each of {self.W} processes" if self.W > 1 else ""
         return (f"drafter: {a.num_hidden_layers} layers, {n_params / 1e6:.1f}M params, taps "
                 f"{a.target_layer_ids}, mask id {a.mask_token_id}, block {a.block_size}; data: "
@@ -263,7 +264,7 @@ class _Run:
     def batch(self, seqs, rng) -> list:
         """Features, then the BLOCK_KEYS arrays, of random blocks in `seqs`."""
         b = sample_blocks(self.ds, seqs, rng, self.L, self.drafter.block_size, self.cfg.anchors,
-                          self.drafter.args.mask_token_id, self.pad_id)
+                          self.drafter.args.mask_token_id, self.pad_id, self.cfg.reveal)
         return [self.features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
 
     def validate(self) -> dict:
