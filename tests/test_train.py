@@ -13,7 +13,7 @@ from dflash.drafter import Drafter, load_drafter
 from dflash.engine import stream
 from dflash.load import Pair
 from dflash.target import Target
-from dflash.train.loop import _split, _start
+from dflash.train.loop import _Run, _split, _start
 from tests.tiny import CONFIGS, EOS, VOCAB, FakeTokenizer, tiny_model
 
 
@@ -601,6 +601,10 @@ def test_train_with_revealed_prefixes(setup, tmp_path):
     train_losses = [r["loss"] for r in log if "split" not in r]
     assert train_losses[-1] < train_losses[0]
     assert json.loads((out / T.CKPT_DIR / "state.json").read_text())["config"]["reveal"] == 0.5
+    # validation keeps the engine's all-MASK blocks whatever the training shows
+    runs = [_Run(Target(model, "llama", [0, 2]), tok, ds, cfg_for(tmp_path / f"v{p}", reveal=p), False,
+                 lambda s: None, None, None) for p in (0.0, 1.0)]
+    assert runs[0].validate() == runs[1].validate()
     with pytest.raises(SystemExit) as e:
         T.main(["--out", str(tmp_path / "bad"), "--reveal", "1.5"])
     assert e.value.code == 2 and not (tmp_path / "bad").exists()

@@ -261,10 +261,11 @@ class _Run:
                 f"{int(ds.lengths.sum() - ds.prompt_lens.sum())} response tokens; step: {self.S} "
                 f"sequences x {cfg.anchors} blocks{procs}, seq_len {self.L}, {cfg.dtype}, loss {loss}")
 
-    def batch(self, seqs, rng) -> list:
-        """Features, then the BLOCK_KEYS arrays, of random blocks in `seqs`."""
+    def batch(self, seqs, rng, reveal: float = 0.0) -> list:
+        """Features, then the BLOCK_KEYS arrays, of random blocks in `seqs` (`reveal`:
+        blocks.reveal_prefix; validation keeps the engine's all-MASK blocks)."""
         b = sample_blocks(self.ds, seqs, rng, self.L, self.drafter.block_size, self.cfg.anchors,
-                          self.drafter.args.mask_token_id, self.pad_id, self.cfg.reveal)
+                          self.drafter.args.mask_token_id, self.pad_id, reveal)
         return [self.features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
 
     def validate(self) -> dict:
@@ -318,7 +319,7 @@ class _Run:
         t0 = time.perf_counter()
         self.opt.learning_rate = lr_at(cfg, self.step, self.total)
         rng = np.random.default_rng([cfg.seed, 1, self.step] + ([self.rank] if W > 1 else []))
-        loss, aux, gnorm = self.step_fn(*self.batch(seqs, rng))
+        loss, aux, gnorm = self.step_fn(*self.batch(seqs, rng, cfg.reveal))
         mx.eval(loss, aux, gnorm, self.state)
         dt = time.perf_counter() - t0
         self.t_train += dt
