@@ -15,7 +15,7 @@ from .markov import head_logits
 def sample_blocks(ds: Dataset, seqs: np.ndarray, rng: np.random.Generator, L: int, B: int,
                   n_anchors: int, mask_id: int, pad_id: int, reveal: float = 0.0) -> dict[str, np.ndarray]:
     """Fixed-shape arrays for `seqs`: ids [S, L] and n_anchors blocks per sequence; with
-    probability `reveal` a block shows its first 1..B/2 labels (`reveal_prefix`)."""
+    probability `reveal` a block shows its first 1..(B-1)/2 labels (`reveal_prefix`)."""
     S = len(seqs)
     ids = np.full((S, L + B), pad_id, dtype=np.int32)  # + B: labels past the end read padding
     lens = np.zeros(S, dtype=np.int64)

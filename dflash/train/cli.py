@@ -132,7 +132,7 @@ def _training_args(t, c: TrainConfig) -> None:
                    help="dropout on the attention and MLP branches of the drafter's layers in "
                         "training steps (a regulariser; validation and the engine drop nothing)")
     t.add_argument("--reveal", type=float, default=c.reveal, metavar="P",
-                   help="the share of training blocks that show their first 1..B/2 true tokens "
+                   help="the share of training blocks that show their first 1..(B-1)/2 true tokens "
                         "after the staged one instead of MASK (no loss there): teaches the "
                         "drafter to continue a path written into its block")
     t.add_argument("--val-frac", type=float, default=c.val_frac)
