@@ -575,7 +575,7 @@ def test_train_with_dropout(setup, tmp_path):
 
 
 def test_revealed_prefixes_show_true_tokens_and_carry_no_loss(setup):
-    """--reveal: a share of the blocks hold their first 1..B/2 labels in place of MASK, with no
+    """--reveal: a share of the blocks hold their first 1..(B-1)/2 labels in place of MASK, with no
     loss there and at least one label left; the others, and reveal 0, are the usual blocks."""
     _, model, tok, ds = setup
     seqs, mask = np.arange(8), VOCAB - 1
