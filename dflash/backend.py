@@ -27,7 +27,7 @@ class Backend:
 
     blas: Optional[str] = None  # OpenBLAS loaded in-process; None: the BLAS MLX brought
     coretype: Optional[str] = None  # its kernel family (OPENBLAS_CORETYPE)
-    row_tile: int = 0  # CPU target passes: matmul rows padded to a multiple of this (0: none)
+    row_tile: int = 0  # CPU target passes: rows padded (score calls of this many rows; 0: no padding)
     attention_rows: int = 0  # GPU verify passes: query rows per attention call (0: one call)
     cuda_buffers: dict = field(default_factory=dict)  # MLX_MAX_*_PER_BUFFER this process set
     cpu: str = ""  # CPU vendor and model, for the record

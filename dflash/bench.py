@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from . import distributed, op_profile
+from . import cpu_rows, distributed, op_profile
 from .cli import add_distributed_arg, add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
 from .events import Summary
@@ -452,7 +452,7 @@ def _blas(backend) -> dict:
     libs += sorted({Path(f).name for f in paths if re.search(r"blas|lapack|mkl", Path(f).name.lower())
                     and ("mlx" in f.lower() or "cublas" in f or f == backend.blas)})
     return {"openblas": backend.blas, "coretype": backend.coretype, "row_tile": backend.row_tile,
-            "cpu": backend.cpu, "libraries": libs}
+            "row_tiles": cpu_rows.found_tiles(), "cpu": backend.cpu, "libraries": libs}
 
 
 def _dtype_name(dtype) -> str:
@@ -545,7 +545,8 @@ def _print_host(doc: dict, prof: dict, file) -> None:
     env = doc.get("environment") or {}
     b = env.get("blas") or {}
     if env.get("backend") == "cpu":
-        pad = f", target rows padded to {b['row_tile']}" if b.get("row_tile") else ""
+        tiles = ", ".join(f"{k} {v}" for k, v in (b.get("row_tiles") or {}).items())
+        pad = f", projection rows padded per shape ({tiles})" if tiles else ""
         print(f"  ran on {b.get('cpu') or env.get('device_name')}: BLAS {_blas_line(env)}{pad}", file=file)
     tau = doc["overall"]["tau"]
     if prof["break_even_tau"] >= tau:

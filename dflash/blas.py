@@ -12,9 +12,10 @@ kernels are pinned (OPENBLAS_CORETYPE) to a family whose rows do not depend on t
 - Sandybridge (AVX, no FMA): row-invariant as they come. They return with the upper halves of
   the vector registers dirty (no vzeroupper), and Intel cores then slow every non-VEX SSE
   instruction on that thread, MLX's elementwise CPU ops included, ~30x (AMD's: ~1.7x).
-- SkylakeX (AVX-512): row-invariant once the target pads every matmul's rows to a multiple of
-  ROW_TILE and attention's keys to cpu_rows.KEY_TILE (cpu_rows.py). The padding costs the
-  1-token step more on AMD's AVX-512 than Intel's, so only Intel CPUs get these.
+- SkylakeX (AVX-512): row-invariant once each projection pads its rows to a tile that depends
+  on its shape (found by trying, cpu_rows.exact_tile) and attention scores are calls of ROW_TILE
+  rows x cpu_rows.KEY_TILE keys (cpu_rows.py). The padding costs the 1-token step more on AMD's
+  AVX-512 than Intel's, so only Intel CPUs get these.
 Attention's p @ v also needs fixed-size key chunks (target.py, _attention_rows_invariant).
 """
 
@@ -31,7 +32,7 @@ from typing import Optional
 # Debian/Ubuntu `libopenblas0-pthread` (the README's set-up installs it)
 CANDIDATES = ("/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",)
 AVX512 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"}  # what OpenBLAS's SkylakeX kernels use
-ROW_TILE = 8  # SkylakeX: target matmul rows padded to a multiple of this
+ROW_TILE = 8  # SkylakeX: attention-score calls of this many rows; nonzero: the target pads rows
 KERNELS = {"Sandybridge": 0, "SkylakeX": ROW_TILE}  # core type -> row tile
 
 

@@ -72,6 +72,7 @@ def shard_pair(pair, group: mx.distributed.Group) -> None:
         lm = t.model.language_model
         t.head = None if lm.args.tie_word_embeddings else lm.lm_head  # now the gathering head
     mx.eval(t.model.parameters())  # the slices, so that the whole weights can be freed
+    t.layers_changed()
     pair.agree = Agreement(group)
 
 

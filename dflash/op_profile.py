@@ -68,6 +68,8 @@ def _swaps(target, cache: list, clock: _Clock) -> list[tuple[object, str, object
                 owner = getattr(owner, p)
             if hasattr(owner, name):
                 swaps.append((owner, name, kind))
+    for linears in target._linears or []:  # the padded-rows path calls its own matmuls
+        swaps += [(p, "fn", "matmul") for p in linears.matmuls()]
     swaps += [(c, "update_and_fetch", "kv_cache") for c in cache]
     return [(o, n, clock.wrap(getattr(o, n), kind)) for o, n, kind in swaps]
 

@@ -18,7 +18,7 @@ from mlx_lm.models.activations import swiglu
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import cpu_rows, kernels
+from . import backend, cpu_rows, kernels
 from .tape import GDNTape, gdn_forward_recorded, rollback
 from .tree import Layout
 
@@ -32,7 +32,7 @@ class Target:
     """An mlx-lm model seen as: embed, forward a block with taps, logits, roll back."""
 
     def __init__(self, model: nn.Module, model_type: str, tap_ids: Optional[list[int]] = None,
-                 attention_rows: int = 0, row_tile: int = 0):
+                 attention_rows: int = 0, row_tile: Optional[int] = None):
         if model_type not in SUPPORTED_FAMILIES:
             raise ValueError(
                 f"target model_type {model_type!r} is not supported; "
@@ -58,17 +58,32 @@ class Target:
         # row would differ alone vs inside a block; _attention_rows_invariant never does. On a
         # GPU a k-token pass may attend in calls of `attention_rows` query rows (backend.py).
         # On the CPU every attention-only family attends that way, so that a tree pass
-        # (_tree_attention_invariant) sums each row exactly as decoding it alone does, with
-        # matmul rows padded to a multiple of `row_tile` where the BLAS needs it (cpu_rows.py).
+        # (_tree_attention_invariant) sums each row exactly as decoding it alone does. Where the
+        # BLAS needs padded rows (row_tile > 0: Intel's SkylakeX kernels), score calls have
+        # row_tile rows and every projection and the head pad to the tile found exact for their
+        # shape (_RowExact, cpu_rows.py).
         plain_attention = model_type in ("llama", "qwen2", "qwen3")
         self.tree_capable = not self._linear  # attention-only targets verify trees (tree.py)
         cpu = mx.default_device() == mx.cpu
         self._attend, self.row_tile = None, 0
         if plain_attention and attention_rows > 0:
             self._attend = partial(_attention_row_chunks, rows=attention_rows)
-        elif self.tree_capable and cpu:
-            self.row_tile = row_tile
-            self._attend = partial(_attention_rows_invariant, tile=row_tile)
+        elif self.tree_capable and cpu:  # row_tile None: what this process's BLAS needs
+            self.row_tile = backend.active().row_tile if row_tile is None else row_tile
+            self._attend = partial(_attention_rows_invariant, tile=self.row_tile)
+        self.layers_changed()
+
+    def layers_changed(self) -> None:
+        """Rebuild what the adapter keeps of the layers' weights, after they were replaced
+        (sharding): where the BLAS needs padded rows, each layer's projections and the head on
+        their exact row tiles (_RowExact)."""
+        self._linears = [_RowExact(l) for l in self.layers] if self._attend is not None and self.row_tile else None
+        self._head = None
+        if self._linears:  # tied: the embedding's as_linear
+            head = self.head or self.backbone.embed_tokens
+            self._head = cpu_rows.Padded(head if self.head else head.as_linear, self.hidden_size,
+                                         f"{self.vocab_size}x{self.hidden_size} {type(head).__name__}",
+                                         dtype=self.backbone.norm.weight.dtype)
 
     def _rope_table(self, positions: mx.array):
         """The pass's RoPE table at `positions`, built once for all layers where they rotate by
@@ -76,6 +91,9 @@ class Target:
         if self._attend is None or not _rope_by_table(rope := self.layers[self._kv_idx].self_attn.rope):
             return None
         return _rope_table(rope, positions)
+
+    def _lin(self, i: int) -> Optional["_RowExact"]:
+        return self._linears[i] if self._linears else None
 
     @property
     def is_hybrid(self) -> bool:
@@ -88,7 +106,10 @@ class Target:
         return self.backbone.embed_tokens(ids)
 
     def logits(self, h: mx.array) -> mx.array:
-        """Final hidden states (already normed) -> vocabulary logits."""
+        """Final hidden states (already normed) -> vocabulary logits; a pass's [B, L, H] on the
+        head's exact row tile where the BLAS needs one (the drafter's [N, H] need no exactness)."""
+        if self._head is not None and h.ndim == 3:
+            return self._head(h)
         if self.head is None:
             return self.backbone.embed_tokens.as_linear(h)
         return self.head(h)
@@ -104,7 +125,7 @@ class Target:
         if tree is not None and not tree.chain:
             return self._forward_tree(ids, cache, tree)
         L = ids.shape[1]
-        h = cpu_rows.pad(self.embed(ids), self.row_tile)
+        h = self.embed(ids)
         fa_mask = create_attention_mask(h, cache[self._kv_idx])
         ssm_mask = create_ssm_mask(h, cache[self._linear[0]]) if self._linear else None
         taps, tapes = {}, {}
@@ -114,13 +135,13 @@ class Target:
             if record and i in self._linear:
                 h, tapes[i] = _decoder_layer_recorded(layer, h, c)
             elif self._attend is not None:
-                h = _decoder_layer_with(layer, h, c, self._attend, rows=L, rope_table=table)
+                h = _decoder_layer_with(layer, h, c, self._attend, rope_table=table, linears=self._lin(i))
             else:
                 h = layer(h, ssm_mask if i in self._linear else fa_mask, c)
             if i in self.tap_ids:
-                taps[i] = cpu_rows.unpad(h, L)
+                taps[i] = h
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
-        h = h[:, L - 1 : L] if last_only else cpu_rows.unpad(h, L)  # the head: exact unpadded
+        h = h[:, L - 1 : L] if last_only else h
         return self.logits(self.backbone.norm(h)), feats, tapes
 
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
@@ -132,15 +153,15 @@ class Target:
             attend = partial(_tree_attention_invariant, tree=tree, valid=valid, tile=self.row_tile)
         else:
             attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
-        h = cpu_rows.pad(self.embed(ids), self.row_tile)
+        h = self.embed(ids)
         taps = {}
         table = self._rope_table(cache[self._kv_idx].offset + tree.depth)
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
-            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth, rows=R, rope_table=table)
+            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth, rope_table=table, linears=self._lin(i))
             if i in self.tap_ids:
-                taps[i] = cpu_rows.unpad(h, R)
+                taps[i] = h
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
-        return self.logits(self.backbone.norm(cpu_rows.unpad(h, R))), feats, {}
+        return self.logits(self.backbone.norm(h)), feats, {}
 
     def prefill(self, ids: list[int], cache: list, on_chunk=None) -> mx.array:
         """Feed the prompt in chunks; returns the last position's logits [V].
@@ -169,18 +190,18 @@ def _decoder_layer_recorded(layer, x, cache):
 
 
 def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = None,
-                        rows: Optional[int] = None, rope_table=None):
+                        rope_table=None, linears: Optional["_RowExact"] = None):
     """mlx-lm's llama / qwen2 / qwen3(_moe) DecoderLayer with attention done by `attend`;
-    depth: a tree pass, row i at position cache.offset + depth[i]; rows: x's real rows, the
-    rest zero padding (cpu_rows.py) that the projections see and attention does not;
-    rope_table: the pass's _rope_table where the CPU rotates by table (else built here)."""
+    depth: a tree pass, row i at position cache.offset + depth[i]; rope_table: the pass's
+    _rope_table where the CPU rotates by table (else built here); linears: the layer's
+    projections on padded rows (_RowExact), where the BLAS needs them."""
     a = layer.self_attn
-    B, P, _ = x.shape
-    L = rows or P
+    B, L, _ = x.shape
     xn = layer.input_layernorm(x)
-    q = cpu_rows.unpad(a.q_proj(xn), L).reshape(B, L, a.n_heads, -1)
-    k = cpu_rows.unpad(a.k_proj(xn), L).reshape(B, L, a.n_kv_heads, -1)
-    v = cpu_rows.unpad(a.v_proj(xn), L).reshape(B, L, a.n_kv_heads, -1).transpose(0, 2, 1, 3)
+    q, k, v = linears.qkv(xn) if linears else (a.q_proj(xn), a.k_proj(xn), a.v_proj(xn))
+    q = q.reshape(B, L, a.n_heads, -1)
+    k = k.reshape(B, L, a.n_kv_heads, -1)
+    v = v.reshape(B, L, a.n_kv_heads, -1).transpose(0, 2, 1, 3)
     if hasattr(a, "q_norm"):  # qwen3
         q, k = a.q_norm(q), a.k_norm(k)
     q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
@@ -193,18 +214,30 @@ def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = Non
         q, k = _rope_at(a.rope, q, cache.offset + depth), _rope_at(a.rope, k, cache.offset + depth)
     k, v = cache.update_and_fetch(k, v)
     o = attend(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
-    h = x + a.o_proj(cpu_rows.pad_to(o, P))
-    return h + _mlp(layer.mlp, layer.post_attention_layernorm(h), L)
+    h = x + (linears.o if linears else a.o_proj)(o)
+    return h + (linears.mlp if linears else layer.mlp)(layer.post_attention_layernorm(h))
 
 
-def _mlp(mlp, x, rows: int):
-    """mlx-lm's gated MLP with its gate/up matmuls on the real rows only: those keep a row's
-    bits at any row count on the SkylakeX kernels too (lab/cpu), while down needs them padded."""
-    P = x.shape[1]
-    if rows == P or not hasattr(mlp, "gate_proj"):
-        return mlp(x)
-    xs = cpu_rows.unpad(x, rows)
-    return mlp.down_proj(cpu_rows.pad_to(swiglu(mlp.gate_proj(xs), mlp.up_proj(xs)), P))
+class _RowExact:
+    """A llama-family layer's projections where the CPU BLAS needs padded rows (cpu_rows.py):
+    q|k|v and gate|up fused, every matmul on the row tile that keeps its rows exact. A
+    mixture-of-experts MLP stays mlx-lm's, on its own tile."""
+
+    def __init__(self, layer):
+        a, m = layer.self_attn, layer.mlp
+        self.qkv = cpu_rows.Projections([a.q_proj, a.k_proj, a.v_proj])
+        self.o = cpu_rows.linear(a.o_proj)
+        dense = hasattr(m, "gate_proj")
+        self.gate_up = cpu_rows.Projections([m.gate_proj, m.up_proj]) if dense else None
+        self.down = cpu_rows.linear(m.down_proj) if dense else cpu_rows.Padded(
+            m, layer.input_layernorm.weight.shape[0], f"{type(m).__name__} {m.gate.weight.shape}",
+            dtype=layer.input_layernorm.weight.dtype)
+
+    def mlp(self, x: mx.array) -> mx.array:
+        return self.down(swiglu(*self.gate_up(x))) if self.gate_up else self.down(x)
+
+    def matmuls(self) -> list[cpu_rows.Padded]:
+        return [*self.qkv.calls, self.o, *(self.gate_up.calls if self.gate_up else []), self.down]
 
 
 def _rope_at(rope, x, positions: mx.array):

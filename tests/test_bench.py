@@ -157,13 +157,15 @@ def test_peer_zlab_runs_on_the_same_pair(setup):
 
 def test_profile_names_the_host_and_warns_when_dflash_cannot_pay(capsys):
     blas = {"openblas": "/usr/lib/libblas.so.3", "coretype": "SkylakeX", "row_tile": 8,
+            "row_tiles": {"960x576 float32 (fused)": 2, "576x576 float32": 4},
             "cpu": "GenuineIntel Intel(R) Xeon(R)", "libraries": []}
     env = {"backend": "cpu", "device_name": "Intel(R) Xeon(R)", "blas": blas}
     for tau, warned in ((3.1, True), (4.6, False)):
         bench._print_host({"environment": env, "overall": {"tau": tau}}, {"break_even_tau": 4.5}, None)
         out = capsys.readouterr().out
         assert "GenuineIntel Intel(R) Xeon(R)" in out and "OpenBLAS SkylakeX kernels" in out
-        assert "padded to 8" in out and ("cannot pay" in out) == warned
+        assert "rows padded per shape (960x576 float32 (fused) 2, 576x576 float32 4)" in out
+        assert ("cannot pay" in out) == warned
 
 
 def test_host_overhead_only_against_the_profiled_chain():

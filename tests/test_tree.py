@@ -136,7 +136,9 @@ def _path(t, i):
 @pytest.mark.parametrize("family", TREE_FAMILIES)
 def test_tree_rows_equal_their_path_decoded_alone(family):
     """Each node's logits from one tree pass == feeding its root path token by token; after
-    compaction the caches equal a fresh prefill of the committed sequence."""
+    compaction the caches equal decoding the committed sequence token by token and, where the
+    kernels' rows never depend on the row count (all but Intel's padded path, whose tiles
+    cover verify passes, not a long prefill: cpu_rows.MAX_ROWS), a fresh prefill of it."""
     pair = tiny_pair(family, seed=4)
     target = pair.target
     rng = np.random.default_rng(3)
@@ -156,13 +158,61 @@ def test_tree_rows_equal_their_path_decoded_alone(family):
 
     keep = max((_path(t, r) for r in range(len(t))), key=len)
     tree.compact(cache, len(t), keep)
-    fresh = target.make_cache()
-    target.forward(mx.array([prompt[:-1] + [t.tokens[i] for i in keep]]), fresh)
-    for c, f in zip(cache, fresh):
-        assert c.offset == f.offset
-        for name in ("keys", "values"):
-            a, b = (getattr(x, name)[..., : x.offset, :] for x in (c, f))
-            assert mx.array_equal(a, b).item(), name
+    # what target-only decoding holds after the same tokens: the prompt, then one token a step
+    stepped = target.make_cache()
+    target.forward(mx.array([prompt[:-1]]), stepped)
+    for i in keep:
+        target.forward(mx.array([[t.tokens[i]]]), stepped)
+    refs = [stepped]
+    if target.row_tile == 0:  # kernels whose rows never depend on the row count: a fresh prefill too
+        fresh = target.make_cache()
+        target.forward(mx.array([prompt[:-1] + [t.tokens[i] for i in keep]]), fresh)
+        refs.append(fresh)
+    for ref in refs:
+        for c, f in zip(cache, ref):
+            assert c.offset == f.offset
+            for name in ("keys", "values"):
+                a, b = (getattr(x, name)[..., : x.offset, :] for x in (c, f))
+                assert mx.array_equal(a, b).item(), name
+
+
+@pytest.mark.parametrize("family", TREE_FAMILIES)
+def test_padded_rows_path_keeps_block_and_tree_rows_exact(family):
+    """Intel's path (cpu_rows.py: q|k|v and gate|up fused, each matmul padded to the row tile
+    found for it on this host), run here on this host's kernels: a block's and a tree's rows
+    == their tokens decoded alone, and the same tokens as the plain path."""
+    from dflash.target import Target
+
+    pair = tiny_pair(family, seed=4)
+    plain = pair.target
+    padded = Target(plain.model, family, plain.tap_ids, row_tile=8)
+    assert padded._linears is not None
+    rng = np.random.default_rng(5)
+    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, 40)]
+    ids, logp = _candidates(rng, 6, 4)
+    t = tree.build(prompt[-1], ids % (VOCAB - 4) + 4, logp, 20)
+    for target in (padded, plain):
+        cache = target.make_cache()
+        target.forward(mx.array([prompt[:-1]]), cache)
+        block, _, _ = target.forward(mx.array([prompt[-1:] + list(t.tokens[1:10])]), cache)
+        tree.compact(cache, 10, [])
+        logits, _, _ = target.forward(mx.array([t.tokens]), cache, tree=tree.Layout.of(t))
+        if target is padded:
+            first = (block, logits)
+        else:  # another kernel path: the same model up to rounding
+            assert mx.allclose(first[0], block, atol=1e-4).item() and mx.allclose(first[1], logits, atol=1e-4).item()
+            continue
+        for r in range(len(t)):
+            alone_cache = target.make_cache()
+            target.forward(mx.array([prompt[:-1]]), alone_cache)
+            for i in _path(t, r):
+                alone, _, _ = target.forward(mx.array([[t.tokens[i]]]), alone_cache)
+            assert mx.array_equal(alone[0, -1], logits[0, r]).item(), f"tree row {r}"
+        alone_cache = target.make_cache()
+        target.forward(mx.array([prompt[:-1]]), alone_cache)
+        for j, x in enumerate(prompt[-1:] + list(t.tokens[1:10])):
+            alone, _, _ = target.forward(mx.array([[x]]), alone_cache)
+            assert mx.array_equal(alone[0, -1], block[0, j]).item(), f"block row {j}"
 
 
 def test_spine_first_keeps_the_tree_and_puts_its_spine_in_front():
