@@ -30,11 +30,6 @@ def _pad_axis(x: mx.array, axis: int, multiple: int) -> mx.array:
     return mx.pad(x, widths)
 
 
-def pad(x: mx.array, tile: int) -> mx.array:
-    """x [B, L, H] with zero rows appended up to a multiple of tile."""
-    return _pad_axis(x, 1, tile) if tile else x
-
-
 def unpad(x: mx.array, rows: int) -> mx.array:
     """The first `rows` rows of x [B, P, ...]."""
     return x if x.shape[1] == rows else x[:, :rows]
