@@ -24,6 +24,10 @@ def apply(name=None) -> bool:
     import mlx.core as mx  # here: on a CPU, dflash.backend.setup() must load the BLAS first
 
     from dflash import target as target_mod
+    if not hasattr(target_mod, "_mlp"):  # the target's MLP hook went with the twenty-seventh session
+        if CURRENT["name"]:
+            raise SystemExit("MLP variants need dflash.target._mlp (code before 2026-12-03)")
+        return False
     shipped, weights = target_mod._mlp, {}
 
     def cached(key, make):
