@@ -141,7 +141,8 @@ class Target:
             if i in self.tap_ids:
                 taps[i] = h
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None
-        h = h[:, L - 1 : L] if last_only else h
+        if last_only:
+            h = h[:, L - 1 :]
         return self.logits(self.backbone.norm(h)), feats, tapes
 
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):

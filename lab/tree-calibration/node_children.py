@@ -36,15 +36,6 @@ sys.argv = sys.argv[: len(sys.argv) - len(POOLS_ARGV)]
 a, pair = refill_cli(64, [8, 16, 32, 64])
 t, d = pair.target, pair.drafter
 B = d.block_size
-_bias = {}
-
-
-def bias(tok):
-    if tok not in _bias:
-        _bias[tok] = head_bias(pair, tok)
-    return _bias[tok]
-
-
 def engine_tree(first, staged_tok, k):
     return tree.build(staged_tok, *tree.draft(d, t, mx.array(first)), k)
 
@@ -65,7 +56,7 @@ def node_tree(first, staged_tok, k, pool, width, norm):
         if depth >= B - 1:
             return
         base = first[depth] - lse(first[depth])
-        x = base + (bias(tok) if depth and d.has_markov else 0)
+        x = base + (head_bias(pair, tok) if depth and d.has_markov else 0)
         cols = order[depth] if pool == "V" else order[depth, :pool]
         if norm == "vocab":
             lp = x[cols] - lse(x)

@@ -66,10 +66,17 @@ def block_logits(pair, block: list[int], dc):
     return np.array(lg.astype(mx.float32))
 
 
+_BIAS = {}  # (id(pair), tok) -> the head's row: the scripts ask for the same rows again and again
+
+
 def head_bias(pair, tok: int):
-    """The Markov head's bias over the drafter's columns after token `tok` (numpy float32)."""
+    """The Markov head's bias over the drafter's columns after token `tok` (numpy float32),
+    computed once per pair and token."""
     import mlx.core as mx
     import numpy as np
 
-    t, d = pair.target, pair.drafter
-    return np.array(d.markov(t.embed(mx.array([tok]))).astype(mx.float32))[0]
+    key = (id(pair), int(tok))
+    if key not in _BIAS:
+        t, d = pair.target, pair.drafter
+        _BIAS[key] = np.array(d.markov(t.embed(mx.array([int(tok)]))).astype(mx.float32))[0]
+    return _BIAS[key]

@@ -27,18 +27,9 @@ WIDTH, M = 8, 4
 a, pair = refill_cli(64, [16, 32])  # --k: the trees' node budgets
 t, d = pair.target, pair.drafter
 B = d.block_size
-_bias = {}
-
-
-def bias(tok):
-    if tok not in _bias:
-        _bias[tok] = head_bias(pair, tok)
-    return _bias[tok]
-
-
 def children(rows, depth, tok):
     """(token ids, log-probs) of the WIDTH best children of a node at `depth` holding `tok`."""
-    x = rows[depth] + (bias(tok) if depth and d.has_markov else 0)
+    x = rows[depth] + (head_bias(pair, tok) if depth and d.has_markov else 0)
     x = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
     cols = np.argpartition(-x, WIDTH)[:WIDTH]
     cols = cols[np.argsort(-x[cols])]
