@@ -51,8 +51,11 @@ def _at(draft_ms: float | dict[int, float], k: int) -> float:
 
 
 CANDIDATE_KS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
-TREE_SIZES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # drafted nodes TreePlanner may verify
-TIMED_SIZES = (2, 8, 16, 32, 64)  # of those, timed; a pass's cost is near affine in its rows
+# Drafted nodes TreePlanner may verify: a pass feeds the staged token too, so these fill 4, 8,
+# 16, 24, ... rows, whole row tiles where a host pads rows to 8 (cpu_rows.call_rows: on an Intel
+# CPU a tree of 16 nodes costs what one of 23 does, ~18 % more than one of 15).
+TREE_SIZES = (3, 7, 15, 23, 31, 47, 63)
+TIMED_SIZES = (3, 7, 15, 31, 63)  # of those, timed; a pass's cost is near affine in its row tiles
 MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not measured further
 
 
@@ -108,7 +111,7 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3,
         sizes = sorted(verify_ms)
         b = block_size - 1
         chains = [n for n in TREE_SIZES if n < b] + [b]
-        chain_ms = _monotone(_between({n: timed(verify(n + 1)) for n in {min(2, b), min(8, b), b}}, chains))
+        chain_ms = _monotone(_between({n: timed(verify(n + 1)) for n in {*(min(n, b) for n in TIMED_SIZES[:2]), b}}, chains))
         draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
             drafter.draft_logits(target, 5, block_size, dcache), token_ids=drafter.token_ids),
             sizes[-1]).tokens)
