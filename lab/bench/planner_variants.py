@@ -18,7 +18,8 @@ L layers, so the device computes early layers while the host builds the later on
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
 "Nd" (64d): a tree of N chosen on the device (device_tree.py); "NwK" (96w16): a tree of N from K
 candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "+" (64+, auto+):
-the same with the drafter in directory $DRAFT_B instead of the shipped one; "~" (auto~): the planner's
+the same with the drafter in directory $DRAFT_B instead of the shipped one; "=N" (auto=128, target=128): the
+attention's p @ v in N-key chunks (target.KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
 tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
@@ -36,7 +37,8 @@ from dflash import target as target_mod
 from dflash.policy import TreePlanner
 from dflash import policy
 NEW_SIZES, OLD_SIZES = (policy.TREE_SIZES, policy.TIMED_SIZES), ((2, 4, 6, 8, 12, 16, 24, 32, 48, 64), (2, 8, 16, 32, 64))
-costs_by_sizes = {}  # the cost tables each set of sizes measured (pair.costs holds one)
+KEY_CHUNK = target_mod.KEY_CHUNK
+costs_by_sizes = {}  # the cost tables each set of sizes (and key chunk) measured (pair.costs holds one)
 
 variants = sys.argv[1].split(",")  # e.g. target,auto,0,8
 n_prompts, max_tokens = int(sys.argv[2]), int(sys.argv[3])
@@ -96,9 +98,11 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
     for v in (variants if i % 2 else variants[::-1]):  # order alternates: drift hits all alike
         v_mlp, _, mlp = v.partition("%")  # "%name": the MLP as mlp_variants.py's name, this run
         mlp_variants.CURRENT["name"] = mlp or os.environ.get("MLP")
+        v_mlp, _, chunk = v_mlp.partition("=")  # "=N": attention's p @ v in N-key chunks, this run
+        target_mod.KEY_CHUNK = int(chunk or KEY_CHUNK)
         sizes = OLD_SIZES if "~" in v_mlp else NEW_SIZES  # "~": the planner's earlier tree sizes
         policy.TREE_SIZES, policy.TIMED_SIZES = sizes
-        pair.costs = costs_by_sizes.get(sizes)
+        pair.costs = costs_by_sizes.get((sizes, target_mod.KEY_CHUNK))
         v_mlp = v_mlp.replace("~", "")
         use_b = "+" in v_mlp
         assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
@@ -123,7 +127,7 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         for ev in engine.stream(pair_b if use_b else pair, ids, cfg):
             if isinstance(ev, Cycle): cyc.append((len(ev.drafted) + 1, ev.accepted, round(1000*(ev.draft_s+ev.verify_s+ev.rollback_s),1)))
             if isinstance(ev, Summary): s = ev
-        costs_by_sizes[sizes] = pair.costs
+        costs_by_sizes[sizes, target_mod.KEY_CHUNK] = pair.costs
         if p.get("warmup"):
             continue
         outs[v] = s.token_ids
@@ -137,5 +141,5 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("@", "a").replace("%", "-").replace("+", "B"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
 json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
