@@ -7,8 +7,9 @@ import random
 import numpy as np
 
 from dflash.config import GenerationConfig
+from dflash.cpu_rows import call_rows
 from dflash.engine import stream
-from dflash.policy import Planner, _monotone, choose_verify_length, measure_costs
+from dflash.policy import TIMED_SIZES, TREE_SIZES, Planner, _monotone, choose_verify_length, measure_costs
 from tests.test_engine import OracleDrafter
 from tests.tiny import VOCAB, tiny_drafter, tiny_pair
 
@@ -248,7 +249,4 @@ def test_tree_costs_are_measured_on_the_pair():
 def test_planner_trees_fill_whole_row_tiles():
     # a pass feeds the staged token and the nodes; where rows pad to 8 (an Intel CPU), a size
     # that spills into a new tile would pay for a tile of rows it does not use
-    from dflash.cpu_rows import call_rows
-    from dflash.policy import TIMED_SIZES, TREE_SIZES
-
     assert all(call_rows(n + 1, 1) == n + 1 for n in TREE_SIZES) and set(TIMED_SIZES) <= set(TREE_SIZES)
