@@ -59,7 +59,16 @@ TIMED_SIZES = (3, 7, 15, 31, 63)  # of those, timed; a pass's cost is near affin
 MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not measured further
 
 
-def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3,
+def probe_context(key_chunk: int) -> int:
+    """The cache length costs are timed at: ~128 committed tokens, placed so that the last key
+    chunk (the target's `key_chunk`) is half full. A tree row's attention gathers that chunk's
+    keys and its ancestors, so a row costs by the chunk's fill, which a run sweeps through:
+    timed at a full chunk (128 tokens in chunks of 128), trees of 31 nodes cost 9 % less than
+    the engine's cycles then paid on an Intel CPU, and the planner bought trees too large."""
+    return 128 // key_chunk * key_chunk + key_chunk // 2
+
+
+def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: int = 3,
                   tree_nodes: Optional[int] = None, same: Optional[Callable[[float], float]] = None) -> dict:
     """Ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
@@ -69,11 +78,12 @@ def measure_costs(pair, block_size: int, context: int = 128, reps: int = 3,
     tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs after a warm-up:
     another process or a GPU clock only ever adds time, and a median of three noisy GPU runs
     ranked trees of 16 and 64 nodes the wrong way round in some processes. Measured once per
-    pair. `same` maps each value to the one every rank uses (a sharded target: rank 0's, so
+    pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a sharded target: rank 0's, so
     that all ranks take the same decisions and run the same passes)."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter
+    context = context or probe_context(target.key_chunk)
     # any ids do, but in the vocabulary: the embedding gather is unchecked
     ids = mx.array([[(7 * i + 10) % target.vocab_size for i in range(context)]])
     cache, dcache = target.make_cache(), drafter.make_cache()

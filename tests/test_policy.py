@@ -9,7 +9,8 @@ import numpy as np
 from dflash.config import GenerationConfig
 from dflash.cpu_rows import call_rows
 from dflash.engine import stream
-from dflash.policy import TIMED_SIZES, TREE_SIZES, Planner, _monotone, choose_verify_length, measure_costs
+from dflash.policy import (TIMED_SIZES, TREE_SIZES, Planner, _monotone, choose_verify_length, measure_costs,
+                           probe_context)
 from tests.test_engine import OracleDrafter
 from tests.tiny import VOCAB, tiny_drafter, tiny_pair
 
@@ -250,3 +251,21 @@ def test_planner_trees_fill_whole_row_tiles():
     # a pass feeds the staged token and the nodes; where rows pad to 8 (an Intel CPU), a size
     # that spills into a new tile would pay for a tile of rows it does not use
     assert all(call_rows(n + 1, 1) == n + 1 for n in TREE_SIZES) and set(TIMED_SIZES) <= set(TREE_SIZES)
+
+
+def test_costs_are_timed_with_the_last_key_chunk_half_full():
+    # a tree row gathers its last key chunk: timed at a full one, trees look cheaper than the
+    # run pays (Intel's 128-key chunks at a 128-token cache)
+    for chunk in (64, 128, 256):
+        assert probe_context(chunk) % chunk == chunk // 2 and 96 <= probe_context(chunk) <= 192
+    from dflash.target import Target
+    pair = tiny_pair("llama", tiny_drafter(block_size=4))
+    t = pair.target
+    plain, padded = (Target(t.model, "llama", t.tap_ids, row_tile=tile) for tile in (0, 8))
+    assert (plain.key_chunk, padded.key_chunk) == (256, 128)  # Intel's padded path: shorter chunks
+    pair.target = padded
+    seen = []
+    forward = padded.forward
+    padded.forward = lambda ids, cache, **kw: (seen.append(cache[0].offset + ids.shape[1]), forward(ids, cache, **kw))[1]
+    measure_costs(pair, 4, reps=1, tree_nodes=3)
+    assert seen[0] == probe_context(128) and max(seen) <= probe_context(128) + 4  # the cache then the passes
