@@ -18,8 +18,8 @@ L layers, so the device computes early layers while the host builds the later on
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
 "Nd" (64d): a tree of N chosen on the device (device_tree.py); "NwK" (96w16): a tree of N from K
 candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "+" (64+, auto+):
-the same with the drafter in directory $DRAFT_B instead of the shipped one; "=N" (auto=128, target=128): the
-attention's p @ v in N-key chunks (target.KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
+the same with the drafter in directory $DRAFT_B instead of the shipped one; "=N" (auto=256, target=256): the
+attention's p @ v in N-key chunks (target.KEY_CHUNK and, on Intel's padded path, TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
 tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
@@ -37,7 +37,7 @@ from dflash import target as target_mod
 from dflash.policy import TreePlanner
 from dflash import policy
 NEW_SIZES, OLD_SIZES = (policy.TREE_SIZES, policy.TIMED_SIZES), ((2, 4, 6, 8, 12, 16, 24, 32, 48, 64), (2, 8, 16, 32, 64))
-KEY_CHUNK = target_mod.KEY_CHUNK
+KEY_CHUNKS = target_mod.KEY_CHUNK, target_mod.TILED_KEY_CHUNK
 costs_by_sizes = {}  # the cost tables each set of sizes (and key chunk) measured (pair.costs holds one)
 
 variants = sys.argv[1].split(",")  # e.g. target,auto,0,8
@@ -99,10 +99,10 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         v_mlp, _, mlp = v.partition("%")  # "%name": the MLP as mlp_variants.py's name, this run
         mlp_variants.CURRENT["name"] = mlp or os.environ.get("MLP")
         v_mlp, _, chunk = v_mlp.partition("=")  # "=N": attention's p @ v in N-key chunks, this run
-        target_mod.KEY_CHUNK = int(chunk or KEY_CHUNK)
+        target_mod.KEY_CHUNK, target_mod.TILED_KEY_CHUNK = (int(chunk),) * 2 if chunk else KEY_CHUNKS
         sizes = OLD_SIZES if "~" in v_mlp else NEW_SIZES  # "~": the planner's earlier tree sizes
         policy.TREE_SIZES, policy.TIMED_SIZES = sizes
-        pair.costs = costs_by_sizes.get((sizes, target_mod.KEY_CHUNK))
+        pair.costs = costs_by_sizes.get((sizes, pair.target.key_chunk))
         v_mlp = v_mlp.replace("~", "")
         use_b = "+" in v_mlp
         assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
@@ -127,7 +127,7 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         for ev in engine.stream(pair_b if use_b else pair, ids, cfg):
             if isinstance(ev, Cycle): cyc.append((len(ev.drafted) + 1, ev.accepted, round(1000*(ev.draft_s+ev.verify_s+ev.rollback_s),1)))
             if isinstance(ev, Summary): s = ev
-        costs_by_sizes[sizes, target_mod.KEY_CHUNK] = pair.costs
+        costs_by_sizes[sizes, pair.target.key_chunk] = pair.costs
         if p.get("warmup"):
             continue
         outs[v] = s.token_ids
