@@ -78,8 +78,8 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
     tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs after a warm-up:
     another process or a GPU clock only ever adds time, and a median of three noisy GPU runs
     ranked trees of 16 and 64 nodes the wrong way round in some processes. Measured once per
-    pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a sharded target: rank 0's, so
-    that all ranks take the same decisions and run the same passes)."""
+    pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a
+    sharded target: rank 0's, so that all ranks take the same decisions and run the same passes)."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter

@@ -358,7 +358,7 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, til
     for c in range(0, c0, chunk):
         part = p[..., c : c + chunk] @ v[:, :, None, c : c + chunk]
         out = part if out is None else out + part
-    if not tile and C - c0 + R <= KEY_CHUNK:
+    if not tile and C - c0 + R <= chunk:
         tail = _tree_tail_in_place(p[..., c0:], v[:, :, c0:], C - c0, tree)
         return (tail if out is None else out + tail).reshape(B, Hq, R, D)
     tail_v = mx.concatenate([mx.broadcast_to(v[:, :, None, c0:C], (B, Hkv, R, C - c0, D)), vb], axis=3)
