@@ -135,11 +135,12 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
 
 
 def _sample_tree(n: int, depth: int):
-    """A tree of n nodes shaped like drafted ones (for timing: a pass costs by rows and depth)."""
+    """A tree of n nodes shaped like drafted ones and laid out as the engine lays them out,
+    spine first (for timing: a pass costs by rows, depth and how many rows are the spine's)."""
 
     w = tree_mod.WIDTH
     logp = -(0.4 * np.arange(depth)[:, None] + 0.9 * np.arange(w)[None])
-    return tree_mod.build(5, np.arange(depth * w).reshape(depth, w) + 10, logp, n)
+    return tree_mod.build(5, np.arange(depth * w).reshape(depth, w) + 10, logp, n).spine_first()
 
 
 def _between(ms: dict[int, float], sizes) -> dict[int, float]:

@@ -14,6 +14,7 @@ from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 from mlx_lm.models.activations import swiglu
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
@@ -159,7 +160,8 @@ class Target:
         R = ids.shape[1]
         if mx.default_device() == mx.cpu:  # which gathered keys each row sees, built once a pass
             valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
-            attend = partial(_tree_attention_invariant, tree=tree, valid=valid, tile=self.row_tile)
+            off = _off_spine_keys(tree, cache[self._kv_idx].offset, _key_chunk(self.row_tile))
+            attend = partial(_tree_attention_invariant, tree=tree, valid=valid, off=off, tile=self.row_tile)
         else:
             attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
         h = self.embed(ids)
@@ -296,21 +298,23 @@ def _attention_rows_invariant(q, k, v, scale, tile: int = 0):
     """
     B, Hq, L, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
-    chunk = _key_chunk(tile)
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, L, D)
     scores = cpu_rows.scores(q, k[:, :, None].swapaxes(-1, -2), tile)
     if L > 1:
         scores = mx.where(mx.arange(S)[None] <= mx.arange(S - L, S)[:, None], scores, -mx.inf)
     p = mx.softmax(scores, axis=-1, precise=True)
-    v = v[:, :, None]
-    out = None
-    for c in range(0, S, chunk):
+    return _add_chunks(None, p, v[:, :, None], _key_chunk(tile)).reshape(B, Hq, L, D)
+
+
+def _add_chunks(out, p, v, chunk: int):
+    """out + p @ v, summed key chunk by key chunk in order, the last padded to a whole chunk."""
+    for c in range(0, p.shape[-1], chunk):
         pc, vc = p[..., c : c + chunk], v[..., c : c + chunk, :]
         if (pad := chunk - pc.shape[-1]):
-            pc = mx.pad(pc, [(0, 0)] * 4 + [(0, pad)])
-            vc = mx.pad(vc, [(0, 0)] * 3 + [(0, pad), (0, 0)])
+            pc = mx.pad(pc, [(0, 0)] * (pc.ndim - 1) + [(0, pad)])
+            vc = mx.pad(vc, [(0, 0)] * (vc.ndim - 2) + [(0, pad), (0, 0)])
         out = pc @ vc if out is None else out + pc @ vc
-    return out.reshape(B, Hq, L, D)
+    return out
 
 
 def _attention_row_chunks(q, k, v, scale, rows: int):
@@ -335,42 +339,55 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
 
 
-def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, tile: int = 0):
+def _off_spine_keys(tree: Layout, C: int, chunk: int) -> mx.array:
+    """[R - spine, W]: per row off the spine, the cache positions of its last key chunk(s) as
+    decoding its path alone has them (the committed keys from the chunk's start, then its
+    ancestors), padded to whole chunks with position C (weighted 0). Built once a pass."""
+    s, (R, Dm) = tree.spine, tree.ancestors.shape
+    c0 = C // chunk * chunk
+    tail = np.broadcast_to(np.arange(c0, C), (R - s, C - c0))
+    ancestors = C + np.array(tree.ancestors[s:])  # padded with the root
+    pad = np.full((R - s, -(C - c0 + Dm) % chunk), C)
+    return mx.array(np.concatenate([tail, ancestors, pad], axis=1).astype(np.int32))
+
+
+def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off: mx.array, tile: int = 0):
     """Tree attention that sums like _attention_rows_invariant on a token decoded alone.
 
-    Each row sees the committed keys and then its ancestors, gathered into the contiguous
-    sequence it would have after the path is committed: same positions, same key chunks,
-    same order, masked keys only at the end. Chunks of committed keys are shared by all rows;
-    the chunk(s) holding a row's ancestors are gathered per row.
+    Each row sees the committed keys and then its ancestors, in the contiguous sequence it would
+    have after its path is committed: same positions, same key chunks, same order, masked keys
+    only at the end. Chunks of committed keys are shared by all rows. The spine's rows (a chain
+    from the root, first in the pass) find their ancestors in place after the committed keys,
+    as a chain's rows do; every other row gathers its last chunk(s) in one take (`off`:
+    _off_spine_keys).
     """
     B, Hq, R, D = q.shape
     Hkv, C = k.shape[1], k.shape[2] - R
+    s, Dm = tree.spine, tree.ancestors.shape[1]
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, R, D)
-    kb, vb = (a[:, :, C:][:, :, tree.ancestors] for a in (k, v))  # [B, Hkv, R, Dm, D]
     s_ctx = cpu_rows.scores(q, k[:, :, None, :C].swapaxes(-1, -2), tile)
-    # per row: its G query heads against its own ancestors (one call a row and kv head)
-    s_blk = cpu_rows.scores(q.swapaxes(2, 3), kb.swapaxes(-1, -2), tile).swapaxes(2, 3)
-    s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors, then padding
+    s_blk = cpu_rows.scores(q[..., :s, :], k[:, :, None, C : C + Dm].swapaxes(-1, -2), tile)
+    if s < R:  # per row: its G query heads against its own ancestors (one call a row and kv head)
+        kb = k[:, :, C:][:, :, tree.ancestors[s:]]  # [B, Hkv, R - s, Dm, D]
+        s_off = cpu_rows.scores(q[..., s:, :].swapaxes(2, 3), kb.swapaxes(-1, -2), tile).swapaxes(2, 3)
+        s_blk = mx.concatenate([s_blk, s_off], axis=3)
+    s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors by depth, then padding
     p = mx.softmax(mx.concatenate([s_ctx, s_blk], axis=-1), axis=-1, precise=True)
     chunk = _key_chunk(tile)
     c0 = C // chunk * chunk
-    out = None
-    for c in range(0, c0, chunk):
-        part = p[..., c : c + chunk] @ v[:, :, None, c : c + chunk]
-        out = part if out is None else out + part
-    if not tile and C - c0 + R <= chunk:
-        tail = _tree_tail_in_place(p[..., c0:], v[:, :, c0:], C - c0, tree)
-        return (tail if out is None else out + tail).reshape(B, Hq, R, D)
-    tail_v = mx.concatenate([mx.broadcast_to(v[:, :, None, c0:C], (B, Hkv, R, C - c0, D)), vb], axis=3)
+    out = _add_chunks(None, p[..., :c0], v[:, :, None, :c0], chunk) if c0 else None
     tail_p = p[..., c0:]
-    for c in range(0, tail_p.shape[-1], chunk):
-        pc, vc = tail_p[..., c : c + chunk], tail_v[:, :, :, c : c + chunk]
-        if (pad := chunk - pc.shape[-1]):
-            pc = mx.pad(pc, [(0, 0)] * 4 + [(0, pad)])
-            vc = mx.pad(vc, [(0, 0)] * 3 + [(0, pad), (0, 0)])
-        part = (pc.swapaxes(2, 3) @ vc).swapaxes(2, 3)
-        out = part if out is None else out + part
-    return out.reshape(B, Hq, R, D)
+    if not tile and C - c0 + R <= chunk:
+        tail = _tree_tail_in_place(tail_p, v[:, :, c0:], C - c0, tree)
+        return (tail if out is None else out + tail).reshape(B, Hq, R, D)
+    spine = _add_chunks(None if out is None else out[..., :s, :], tail_p[..., :s, :],
+                        v[:, :, None, c0 : C + Dm], chunk)
+    if s == R:
+        return spine.reshape(B, Hq, R, D)
+    off_p = mx.pad(tail_p[..., s:, :], [(0, 0)] * 4 + [(0, off.shape[1] - tail_p.shape[-1])])
+    rest = _add_chunks(None if out is None else out[..., s:, :].swapaxes(2, 3),
+                       off_p.swapaxes(2, 3), v[:, :, off], chunk).swapaxes(2, 3)  # [B, Hkv, G, R - s, D]
+    return mx.concatenate([spine, rest], axis=3).reshape(B, Hq, R, D)
 
 
 def _tree_tail_in_place(p, v, n_ctx: int, tree: Layout):

@@ -256,6 +256,7 @@ class Layout:
     ancestors: mx.array  # [R, Dm] int32: the node's ancestors root..itself, padded with 0
     visible: mx.array  # [R, R] bool: row r may attend to node c (c is r or an ancestor of r)
     chain: bool = False  # every node's parent is the one before: a plain causal block
+    spine: int = 1  # rows 0..spine-1 are a chain from the root (spine_first puts it there)
 
     @classmethod
     def of(cls, tree: Tree) -> "Layout":
@@ -272,7 +273,10 @@ class Layout:
         anc = np.where(on_path, np.take_along_axis(up, np.clip(depth[:, None] - j, 0, None), 1), 0)
         vis = np.zeros((R, R), bool)
         vis[np.nonzero(on_path)[0], anc[on_path]] = True
-        return cls(mx.array(depth), mx.array(anc.astype(np.int32)), mx.array(vis), tree.is_chain)
+        spine = 1
+        while spine < R and tree.parents[spine] == spine - 1:
+            spine += 1
+        return cls(mx.array(depth), mx.array(anc.astype(np.int32)), mx.array(vis), tree.is_chain, spine)
 
 
 def compact(cache: list, n_fed: int, keep: list[int]) -> None:

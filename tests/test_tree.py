@@ -133,8 +133,13 @@ def _path(t, i):
     return out[::-1]
 
 
-@pytest.mark.parametrize("family", TREE_FAMILIES)
-def test_tree_rows_equal_their_path_decoded_alone(family):
+@pytest.mark.parametrize("family,n_prompt,spine_first", [
+    *((f, 300, False) for f in TREE_FAMILIES),
+    ("llama", 300, True),  # the spine's rows in place, the others gathered
+    ("qwen3", 252, True),  # the spine's tail crosses into the next key chunk (256)
+    ("qwen2", 252, False),
+])
+def test_tree_rows_equal_their_path_decoded_alone(family, n_prompt, spine_first):
     """Each node's logits from one tree pass == feeding its root path token by token; after
     compaction the caches equal decoding the committed sequence token by token and, where the
     kernels' rows never depend on the row count (all but Intel's padded path, whose tiles
@@ -142,10 +147,11 @@ def test_tree_rows_equal_their_path_decoded_alone(family):
     pair = tiny_pair(family, seed=4)
     target = pair.target
     rng = np.random.default_rng(3)
-    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, 300)]  # past a key chunk (256; 128 on Intel's padded path)
+    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, n_prompt)]  # past a key chunk (256; 128 on Intel's padded path)
     ids, logp = _candidates(rng, 6, 4)
     ids = ids % (VOCAB - 4) + 4
     t = tree.build(prompt[-1], ids, logp, 30)
+    t = t.spine_first() if spine_first else t
     cache = target.make_cache()
     target.forward(mx.array([prompt[:-1]]), cache)
     logits, feats, _ = target.forward(mx.array([t.tokens]), cache, tree=tree.Layout.of(t))
@@ -176,11 +182,12 @@ def test_tree_rows_equal_their_path_decoded_alone(family):
                 assert mx.array_equal(a, b).item(), name
 
 
-@pytest.mark.parametrize("family", TREE_FAMILIES)
-def test_padded_rows_path_keeps_block_and_tree_rows_exact(family):
+@pytest.mark.parametrize("family,n_prompt", [*((f, 150) for f in TREE_FAMILIES), ("qwen3", 124)])
+def test_padded_rows_path_keeps_block_and_tree_rows_exact(family, n_prompt):
     """Intel's path (cpu_rows.py: q|k|v and gate|up fused, each matmul padded to the row tile
     found for it on this host), run here on this host's kernels: a block's and a tree's rows
-    == their tokens decoded alone, and the same tokens as the plain path."""
+    == their tokens decoded alone, and the same tokens as the plain path. The tree is spine
+    first, as the engine's are; at 124 prompt tokens its spine's tail crosses a key chunk."""
     from dflash.target import Target
 
     pair = tiny_pair(family, seed=4)
@@ -188,9 +195,10 @@ def test_padded_rows_path_keeps_block_and_tree_rows_exact(family):
     padded = Target(plain.model, family, plain.tap_ids, row_tile=8)
     assert padded._linears is not None
     rng = np.random.default_rng(5)
-    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, 150)]  # past its 128-key chunk
+    prompt = [int(x) for x in rng.integers(4, VOCAB - 1, n_prompt)]  # past its 128-key chunk
     ids, logp = _candidates(rng, 6, 4)
-    t = tree.build(prompt[-1], ids % (VOCAB - 4) + 4, logp, 20)
+    t = tree.build(prompt[-1], ids % (VOCAB - 4) + 4, logp, 20).spine_first()
+    assert tree.Layout.of(t).spine == len(t.spine()) > 2
     for target in (padded, plain):
         cache = target.make_cache()
         target.forward(mx.array([prompt[:-1]]), cache)

@@ -18,7 +18,9 @@ L layers, so the device computes early layers while the host builds the later on
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
 "Nd" (64d): a tree of N chosen on the device (device_tree.py); "NwK" (96w16): a tree of N from K
 candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "+" (64+, auto+):
-the same with the drafter in directory $DRAFT_B instead of the shipped one; "=N" (auto=256, target=256): the
+the same with the drafter in directory $DRAFT_B instead of the shipped one; "^" (auto^, 15^): tree attention
+as before the thirty-first session (lab/tree-calibration/s31/old_tree_attention.py: no row in
+place on Intel, each row's tail by broadcast + concatenate; its own cost table); "=N" (auto=256, target=256): the
 attention's p @ v in N-key chunks (target.KEY_CHUNK and, on Intel's padded path, TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
 tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
@@ -71,9 +73,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mlp_variants; mlp_variants.apply()  # MLP=<name>: the MLP another way (mlp_variants.py)
 import device_tree; device_tree.apply()  # "64d": a tree of 64 chosen on the device (device_tree.py)
 _copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
+import dataclasses
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tree-calibration" / "s31"))
+import old_tree_attention  # "^": tree attention as before the thirty-first session
+_tree_attention = target_mod._tree_attention_invariant
 pair_b = None  # "+": DRAFT_B's drafter on the same loaded target
 if os.environ.get("DRAFT_B"):
-    import dataclasses
     from dflash.drafter import load_drafter
     from dflash.load import check_pair, _float_dtype
     d_b = load_drafter(os.environ["DRAFT_B"])
@@ -102,8 +107,11 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         target_mod.KEY_CHUNK, target_mod.TILED_KEY_CHUNK = (int(chunk),) * 2 if chunk else KEY_CHUNKS
         sizes = OLD_SIZES if "~" in v_mlp else NEW_SIZES  # "~": the planner's earlier tree sizes
         policy.TREE_SIZES, policy.TIMED_SIZES = sizes
-        pair.costs = costs_by_sizes.get((sizes, pair.target.key_chunk))
-        v_mlp = v_mlp.replace("~", "")
+        target_mod._tree_attention_invariant = (old_tree_attention._tree_attention_invariant if "^" in v_mlp
+                                                else _tree_attention)
+        cost_key = sizes, pair.target.key_chunk, "^" in v_mlp
+        pair.costs = costs_by_sizes.get(cost_key)
+        v_mlp = v_mlp.replace("~", "").replace("^", "")
         use_b = "+" in v_mlp
         assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
         v_mlp = v_mlp.replace("+", "")
@@ -127,7 +135,7 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         for ev in engine.stream(pair_b if use_b else pair, ids, cfg):
             if isinstance(ev, Cycle): cyc.append((len(ev.drafted) + 1, ev.accepted, round(1000*(ev.draft_s+ev.verify_s+ev.rollback_s),1)))
             if isinstance(ev, Summary): s = ev
-        costs_by_sizes[sizes, pair.target.key_chunk] = pair.costs
+        costs_by_sizes[cost_key] = pair.costs
         if p.get("warmup"):
             continue
         outs[v] = s.token_ids
@@ -141,5 +149,5 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
 json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
