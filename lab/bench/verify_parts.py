@@ -3,7 +3,9 @@ the whole pass (graph building and evaluation apart), then the same pass with it
 replaced by a pass-through (q) and with the head on one row only, and the parts alone: all the
 target's linears at R rows (and, where they are quantized, the same as dense matmuls of their
 dequantized weights), the head at R rows, a layer's attention at R rows (30 calls).
-Medians over --reps; each pass's cache growth is trimmed away after it.
+Medians over --reps; each pass's cache growth is trimmed away after it. The MLP variants need
+the `target._mlp` hook that commit cc1379b removed (check out its parent to run them);
+without it they are skipped.
 
     python lab/bench/verify_parts.py --rows 1 17 65 129 --reps 20 [--out X.json]
 """
@@ -144,6 +146,8 @@ def main():
                                ("_mlp gate and down only", lambda mlp, x, rows: mlp.down_proj(mlp.gate_proj(x))),
                                ("_mlp down only", lambda mlp, x, rows: mlp.down_proj(mx.concatenate([x[..., :512]] * 3, axis=-1)))):
                 fn = name.split()[0]
+                if not hasattr(target_mod, fn):  # the _mlp hook is gone (layers call their own MLP)
+                    continue
                 orig = getattr(target_mod, fn)
                 setattr(target_mod, fn, fake)
                 row[f"pass, {name} a pass-through" if name == fn else f"pass, {name}"] = timed(forward(), a.reps)

@@ -66,3 +66,31 @@ def _parsed(name):
 for d in (0.97, 0.9, 0.8, 0.6):
     for p in (4, 1):
         VARIANTS[f"auto:d{d}:p{p}"] = _parsed(f"auto:d{d}:p{p}")
+
+
+class Ties(policy.TreePlanner):
+    """Among the shapes whose predicted tokens per ms are within `eps` of the best, the one
+    with the most expected tokens (thirty-second session): the cost table's draws move by a few
+    per cent between processes, so near-ties are noise and the larger pass commits more."""
+
+    def __init__(self, costs, eps=0.02):
+        super().__init__(costs)
+        self.eps = eps
+
+    def choose(self, tr):
+        draft_ms = self.costs["draft_ms"]
+        tree_exp, spine = tree.expected_accepts(tr), tr.spine()
+        chain_exp = np.concatenate([[0.0], np.cumsum(np.exp([tr.logp[i] for i in spine[1:]]))])
+        shapes = [(n, False, tree_exp[n], ms) for n, ms in self.costs["verify_ms"].items() if n < len(tr)]
+        shapes += [(n, True, chain_exp[n], ms) for n, ms in self.costs.get("chain_ms", {}).items()
+                   if n < len(spine)]
+        rate = np.array([(1 + self.scale * e) / (ms + draft_ms) for _, _, e, ms in shapes])
+        near = [i for i in range(len(shapes)) if rate[i] >= (1 - self.eps) * rate.max()]
+        i = max(near, key=lambda i: shapes[i][2])
+        n, is_chain, self._expected, ms = shapes[i]
+        self._cycle_ms = ms + draft_ms
+        return tr.path(spine[: n + 1]) if is_chain else tr.prefix(n)
+
+
+for eps in (0.01, 0.02, 0.03, 0.05):
+    VARIANTS[f"ties{eps}"] = (lambda e: lambda c: Planned(c, lambda c: Ties(c, eps=e)))(eps)
