@@ -62,7 +62,7 @@ class Target:
         # row would differ alone vs inside a block; _attention_rows_invariant never does. On a
         # GPU a k-token pass may attend in calls of `attention_rows` query rows (backend.py).
         # On the CPU every attention-only family attends that way, so that a tree pass
-        # (_tree_attention_invariant) sums each row exactly as decoding it alone does. Where the
+        # (_cpu_tree_attention) sums each row exactly as decoding it alone does. Where the
         # BLAS needs padded rows (row_tile > 0: Intel's SkylakeX kernels), score calls have
         # row_tile rows and every projection and the head pad to the tile found exact for their
         # shape (_RowExact, cpu_rows.py).
@@ -158,10 +158,8 @@ class Target:
         if not self.tree_capable:
             raise ValueError("tree verification needs an attention-only target")
         R = ids.shape[1]
-        if mx.default_device() == mx.cpu:  # which gathered keys each row sees, built once a pass
-            valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
-            off = _off_spine_keys(tree, cache[self._kv_idx].offset, _key_chunk(self.row_tile))
-            attend = partial(_tree_attention_invariant, tree=tree, valid=valid, off=off, tile=self.row_tile)
+        if mx.default_device() == mx.cpu:
+            attend = _cpu_tree_attention(tree, cache[self._kv_idx].offset, self.row_tile)
         else:
             attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
         h = self.embed(ids)
@@ -290,18 +288,21 @@ def _key_chunk(tile: int) -> int:
     return TILED_KEY_CHUNK if tile else KEY_CHUNK
 
 
-def _attention_rows_invariant(q, k, v, scale, tile: int = 0):
+def _attention_rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.array] = None):
     """Causal attention whose p @ v sums fixed-size key chunks (_key_chunk) aligned at position 0.
 
     A token's row reduces over the same chunks in the same order whether it is decoded alone
-    (t+1 keys) or inside a block (t+L keys, the later ones weighted exactly 0).
+    (t+1 keys) or inside a block (t+L keys, the later ones weighted exactly 0). mask [L, S]:
+    which keys each row sees, instead of the causal ones (a tree: _cpu_tree_attention).
     """
     B, Hq, L, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, L, D)
     scores = cpu_rows.scores(q, k[:, :, None].swapaxes(-1, -2), tile)
-    if L > 1:
-        scores = mx.where(mx.arange(S)[None] <= mx.arange(S - L, S)[:, None], scores, -mx.inf)
+    if mask is None and L > 1:
+        mask = mx.arange(S)[None] <= mx.arange(S - L, S)[:, None]
+    if mask is not None:
+        scores = mx.where(mask, scores, -mx.inf)
     p = mx.softmax(scores, axis=-1, precise=True)
     return _add_chunks(None, p, v[:, :, None], _key_chunk(tile)).reshape(B, Hq, L, D)
 
@@ -337,6 +338,23 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
         outs.append(mx.fast.scaled_dot_product_attention(
             q[:, :, s:e], k[:, :, :end], v[:, :, :end], scale=scale, mask="causal" if e - s > 1 else None))
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
+
+
+def _cpu_tree_attention(tree: Layout, C: int, tile: int):
+    """How a CPU tree pass over C committed keys attends, each row summing exactly what decoding
+    its path alone sums. Sandybridge kernels (tile 0) with every node in the committed keys'
+    last chunk: the chain's attention with the tree's mask. A node's ancestors precede it in
+    tree order as in its path, and those kernels and MLX's CPU softmax sum over keys in order,
+    adding exact zeros for the masked ones. Otherwise (Intel's padded kernels; nodes spilling
+    into the next chunk) each row's ancestors are laid out by depth: _tree_attention_invariant.
+    What a pass shares is built once, not per layer."""
+    chunk, R = _key_chunk(tile), tree.visible.shape[0]
+    if not tile and C % chunk + R <= chunk:
+        mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
+        return partial(_attention_rows_invariant, mask=mask)
+    valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
+    off = _off_spine_keys(tree, C, chunk)
+    return partial(_tree_attention_invariant, tree=tree, valid=valid, off=off, tile=tile)
 
 
 def _off_spine_keys(tree: Layout, C: int, chunk: int) -> mx.array:
@@ -377,9 +395,6 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off
     c0 = C // chunk * chunk
     out = _add_chunks(None, p[..., :c0], v[:, :, None, :c0], chunk) if c0 else None
     tail_p = p[..., c0:]
-    if not tile and C - c0 + R <= chunk:
-        tail = _tree_tail_in_place(tail_p, v[:, :, c0:], C - c0, tree)
-        return (tail if out is None else out + tail).reshape(B, Hq, R, D)
     spine = _add_chunks(None if out is None else out[..., :s, :], tail_p[..., :s, :],
                         v[:, :, None, c0 : C + Dm], chunk)
     if s == R:
@@ -388,18 +403,3 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off
     rest = _add_chunks(None if out is None else out[..., s:, :].swapaxes(2, 3),
                        off_p.swapaxes(2, 3), v[:, :, off], chunk).swapaxes(2, 3)  # [B, Hkv, G, R - s, D]
     return mx.concatenate([spine, rest], axis=3).reshape(B, Hq, R, D)
-
-
-def _tree_tail_in_place(p, v, n_ctx: int, tree: Layout):
-    """p @ v over the last key chunk, with the nodes' values read in place instead of gathered
-    per row: p [B, Hkv, G, R, n_ctx + Dm] (committed keys, then each row's ancestors by depth),
-    v [B, Hkv, n_ctx + R, D] (committed keys, then the nodes in tree order). Each row's weights
-    move to its ancestors' node columns (zeros elsewhere); ancestors come in depth order there
-    too, so every row sums the same products in the same order as decoding its path alone does
-    (the Sandybridge kernels accumulate each output over k in order, adding exact zeros
-    between); one matmul instead of a copy of the chunk for every row."""
-    on_path = mx.take(p[..., n_ctx:], tree.depth, axis=-1)  # [.., R, R]: column n = depth[n]'s weight
-    p = mx.concatenate([p[..., :n_ctx], mx.where(tree.visible, on_path, 0.0)], axis=-1)
-    p = mx.pad(p, [(0, 0)] * 4 + [(0, KEY_CHUNK - p.shape[-1])])
-    v = mx.pad(v, [(0, 0)] * 2 + [(0, KEY_CHUNK - v.shape[2]), (0, 0)])
-    return p @ v[:, :, None]
