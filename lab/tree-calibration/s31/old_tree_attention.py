@@ -1,10 +1,16 @@
 """Tree attention as shipped before the thirty-first session: every row but none in place (each
 row's last chunk(s) built by broadcast + concatenate + pad). planner_variants.py's "^" settings
 swap it in, to compare against the spine-in-place, one-gather version on one loaded pair."""
+import sys
+from pathlib import Path
+
 import mlx.core as mx
 
 from dflash import cpu_rows
-from dflash.target import KEY_CHUNK, _key_chunk, _tree_tail_in_place
+from dflash.target import KEY_CHUNK, _key_chunk
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cpu" / "s32"))
+from tree_attention_before import _tree_tail_in_place  # noqa: E402  (gone from target.py since)
 
 
 def _tree_attention_invariant(q, k, v, scale, tree, valid, off=None, tile: int = 0):
