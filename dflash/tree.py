@@ -24,6 +24,7 @@ import numpy as np
 
 WIDTH = 8  # candidate tokens per block position (the target's token is in the top-8 ~80 %)
 TEMPERATURE = 1.0  # the drafter's logits are divided by this before paths are scored
+BLOCK = 128  # _top_columns: columns a row's maxima are taken over
 
 
 @dataclass(frozen=True)
@@ -125,12 +126,27 @@ def _host(*xs):
 
 def _top_on_host(x: mx.array, width: int) -> tuple[np.ndarray, np.ndarray]:
     x = np.array(x)
-    cols = np.argpartition(-x, width - 1, axis=-1)[:, :width]
+    cols = _top_columns(x, width)
     top = np.take_along_axis(x, cols, -1)
     order = np.argsort(-top, axis=-1, kind="stable")
     cols, top = np.take_along_axis(cols, order, -1), np.take_along_axis(top, order, -1)
     m = x.max(-1, keepdims=True)
     return cols, top - (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))
+
+
+def _top_columns(x: np.ndarray, width: int) -> np.ndarray:
+    """[D, width] columns of each row's `width` largest values, in no order. They lie in the
+    `width` blocks of BLOCK columns whose maxima are highest (a value in any other block has
+    `width` block maxima above it), so the selection reads those blocks, not the whole row: a
+    16-position block over a 16k draft vocabulary 2.7 -> 0.3 ms on a 2-core CPU."""
+    D, n = x.shape
+    if n % BLOCK or n < 4 * width * BLOCK:
+        return np.argpartition(-x, width - 1, axis=-1)[:, :width]
+    blocks = x.reshape(D, n // BLOCK, BLOCK)
+    best = np.argpartition(-blocks.max(-1), width - 1, axis=-1)[:, :width]  # [D, width]
+    inside = np.take_along_axis(blocks, best[..., None], 1).reshape(D, -1)
+    pick = np.argpartition(-inside, width - 1, axis=-1)[:, :width]
+    return best[np.arange(D)[:, None], pick // BLOCK] * BLOCK + pick % BLOCK
 
 
 def _top_on_device(x: mx.array, width: int) -> tuple[mx.array, mx.array]:

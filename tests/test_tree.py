@@ -73,6 +73,25 @@ def test_candidates_are_the_top_tokens_with_their_log_probs():
         assert (host[0] == device[0]).all() and np.allclose(host[1], device[1], rtol=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["random", "one block", "one a block", "ties"])
+def test_top_columns_from_the_best_blocks_are_the_top_values(layout):
+    """The CPU's candidates read only the blocks with the highest maxima: still each row's top-W
+    values, whether they crowd into one block, spread one to a block, or tie."""
+    rng = np.random.default_rng(11)
+    D, n, w = 6, 16384, 8
+    x = rng.normal(size=(D, n)).astype(np.float32)
+    if layout == "one block":
+        x[:, 128 * 7 : 128 * 8] += 10
+    elif layout == "one a block":  # the best w in w different blocks, the block maxima close
+        for j in range(w):
+            x[:, 128 * (13 * j + 5) + j] = 9 - 0.01 * j
+    elif layout == "ties":
+        x = np.round(x, 1)
+    cols = tree._top_columns(x, w)
+    assert all(len(set(r)) == w for r in cols)
+    np.testing.assert_array_equal(np.sort(np.take_along_axis(x, cols, -1), -1), np.sort(x, -1)[:, -w:])
+
+
 def test_transitions_rescore_children_and_zero_transitions_change_nothing():
     rng = np.random.default_rng(1)
     ids, logp = _candidates(rng, 4, 3)
