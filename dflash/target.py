@@ -157,7 +157,6 @@ class Target:
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
             raise ValueError("tree verification needs an attention-only target")
-        R = ids.shape[1]
         if mx.default_device() == mx.cpu:
             attend = _cpu_tree_attention(tree, cache[self._kv_idx].offset, self.row_tile)
         else:

@@ -138,7 +138,7 @@ def _top_columns(x: np.ndarray, width: int) -> np.ndarray:
     """[D, width] columns of each row's `width` largest values, in no order. They lie in the
     `width` blocks of BLOCK columns whose maxima are highest (a value in any other block has
     `width` block maxima above it), so the selection reads those blocks, not the whole row: a
-    16-position block over a 16k draft vocabulary 2.7 -> 0.3 ms on a 2-core CPU."""
+    16-position block over a 16k draft vocabulary 3.1 -> 0.5 ms on a 2-core CPU."""
     D, n = x.shape
     if n % BLOCK or n < 4 * width * BLOCK:
         return np.argpartition(-x, width - 1, axis=-1)[:, :width]
