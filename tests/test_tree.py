@@ -154,8 +154,9 @@ def _path(t, i):
 
 @pytest.mark.parametrize("family,n_prompt,spine_first", [
     *((f, 300, False) for f in TREE_FAMILIES),
-    ("llama", 300, True),  # the spine's rows in place, the others gathered
-    ("qwen3", 252, True),  # the spine's tail crosses into the next key chunk (256)
+    ("llama", 300, True),  # the nodes in the last key chunk: the chain's attention with the tree's
+    # mask on Sandybridge kernels; on Intel's padded path the spine's rows in place, others gathered
+    ("qwen3", 252, True),  # the nodes spill into the next key chunk (256): ancestors by depth
     ("qwen2", 252, False),
 ])
 def test_tree_rows_equal_their_path_decoded_alone(family, n_prompt, spine_first):
