@@ -24,7 +24,8 @@ place on Intel, each row's tail by broadcast + concatenate; its own cost table);
 tree attention before the thirty-second session (lab/cpu/s32/tree_attention_before.py: on AMD's path
 ancestors gathered by depth, not the chain's attention with the tree's mask; its own cost table); "=N" (auto=256, target=256): the
 attention's p @ v in N-key chunks (target.KEY_CHUNK and, on Intel's padded path, TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
-tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
+tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "target|": target-only pipelined as mlx-lm's generate_step is (the next step queued on the
+device's token before this one's is read back); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
 """
 import os, sys, json, time
 from pathlib import Path
@@ -74,6 +75,27 @@ _tree.draft = lambda drafter, target, logits, width=None: _draft(drafter, target
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mlp_variants; mlp_variants.apply()  # MLP=<name>: the MLP another way (mlp_variants.py)
 import device_tree; device_tree.apply()  # "64d": a tree of 64 chosen on the device (device_tree.py)
+PIPE = {"on": False, "next": None}  # "target|"
+_target_cycle = engine._target_cycle
+
+
+def _target_cycle_piped(target, cache, sampler, out, staged, extend=None):
+    if not PIPE["on"]:
+        return _target_cycle(target, cache, sampler, out, staged, extend)
+    t = time.perf_counter()
+    if PIPE["next"] is None:
+        logits, _, _ = target.forward(mx.array([[staged]]), cache)
+        y = mx.argmax(logits[0, -1])
+    else:
+        y = PIPE["next"]
+    logits, _, _ = target.forward(y.reshape(1, 1), cache)  # the next step, on the device's token
+    PIPE["next"] = mx.argmax(logits[0, -1])
+    mx.async_eval(PIPE["next"])
+    committed = out.emit([(y.item(), "target", None)])
+    return (), 0, committed, (0.0, time.perf_counter() - t, 0.0)
+
+
+engine._target_cycle = _target_cycle_piped
 _copy_pays, _no_copy = TreePlanner._copy_pays, lambda self, copy_logp: False
 import dataclasses
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tree-calibration" / "s31"))
@@ -122,6 +144,8 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         use_b = "+" in v_mlp
         assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
         v_mlp = v_mlp.replace("+", "")
+        PIPE["on"], PIPE["next"] = "|" in v_mlp, None
+        v_mlp = v_mlp.replace("|", "")
         base, _, every = v_mlp.partition("@")
         ASYNC["every"] = int(every or 0)
         TreePlanner._copy_pays = _no_copy if "!" in base else _copy_pays
@@ -156,5 +180,5 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B").replace("|", "pipe"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
 json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
