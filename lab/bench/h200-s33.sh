@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Thirty-third session, one H200 (after `bash lab/bench/h200.sh stash NN` for every chunk):
 #   bash lab/bench/h200-s33.sh all
-# ("64<" / "64>" need the engine change this ran with, reverted after it: git show b1e1c13^ has no
-# queue; the variants were dropped from planner_variants.py with it. The record is in results/s33/.)
+# Step 2 needs the change it measured, not kept: `git apply lab/bench/experiments/queue-ahead.patch`
+# first (the engine's queue and planner_variants' "<" / ">" settings). Records in results/s33/.
 # 1. is target-only a fair baseline there (ours against mlx-lm's stream_generate);
 # 2. the next draft queued ahead (engine._DraftContext.queue), interleaved: "64<" without it,
 #    "64" as the engine now runs, "64>" with the compacted caches queued too; bench and held-out;
