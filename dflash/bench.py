@@ -1,9 +1,10 @@
 """`python -m dflash bench`: target-only vs DFlash on the same prompt token ids, in one process.
 
-After one warm-up generation per mode, each prompt runs target-only, DFlash (and with
-`--peer zlab` z-lab's reference implementation) `--repeat` times; a prompt's numbers are the
-medians over repeats, a suite's the medians over its prompts. Metrics as docs/algorithm.md defines them:
-speedup = DFlash decode tok/s / target-only decode tok/s (ratio of the two medians).
+After one warm-up generation per mode, each prompt runs target-only, DFlash (with `--baseline
+mlx-lm` mlx-lm's own `stream_generate`, with `--peer zlab` z-lab's reference implementation)
+`--repeat` times; a prompt's numbers are the medians over repeats, a suite's the medians over its
+prompts. Metrics as docs/algorithm.md defines them: speedup = DFlash decode tok/s / target-only
+decode tok/s (ratio of the two medians); with the baseline also DFlash / mlx-lm.
 `--profile` adds a one-cycle cost breakdown measured on the first prompt. Output: a table on
 stdout, and with `--out FILE.json` the JSON document plus a plot next to it (FILE.html).
 """
@@ -28,7 +29,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from . import cpu_rows, distributed, op_profile
+from . import cpu_rows, distributed, op_profile, peer_mlx_lm
 from .cli import add_distributed_arg, add_generation_args, add_model_args, config_from_args
 from .config import GenerationConfig
 from .events import Summary
@@ -117,17 +118,23 @@ def _first_divergence(ref: tuple, outputs: list[tuple]) -> Optional[int]:
     return min(at) if at else None
 
 
-def bench_prompt(pair, ids: list[int], cfg: GenerationConfig, repeat: int, peer=None) -> dict:
-    """Medians over `repeat` rounds of target-only, DFlash (and the peer) on the same ids."""
+def bench_prompt(pair, ids: list[int], cfg: GenerationConfig, repeat: int, peer=None,
+                 mlx_lm: bool = False) -> dict:
+    """Medians over `repeat` rounds of target-only, DFlash (mlx-lm's decoding, the peer) on the
+    same ids."""
     tcfg = GenerationConfig("target", cfg.max_tokens, None, cfg.temperature, cfg.top_p, cfg.seed)
-    runs: dict[str, list] = {"target": [], "dflash": [], "peer": []}
-    outputs: dict[str, list] = {"target": [], "dflash": [], "peer": []}
+    runs: dict[str, list] = {"target": [], "dflash": [], "peer": [], "mlx_lm": []}
+    outputs: dict[str, list] = {"target": [], "dflash": [], "peer": [], "mlx_lm": []}
     peer_error = None
     for _ in range(repeat):
         for mode, mode_cfg in (("target", tcfg), ("dflash", cfg)):
             summary, stats = _generate(pair, ids, mode_cfg)
             outputs[mode].append(summary.token_ids)
             runs[mode].append(stats)
+        if mlx_lm:
+            r = peer_mlx_lm.generate(pair, ids, cfg.max_tokens, cfg.temperature, cfg.top_p, cfg.seed)
+            outputs["mlx_lm"].append(r.token_ids)
+            runs["mlx_lm"].append({"decode_tok_s": r.decode_tok_s, "ttft_s": r.ttft_s, "tokens": len(r.token_ids)})
         if peer is not None and peer_error is None:
             try:
                 r = peer.generate(ids, cfg.max_tokens, cfg.block_size, cfg.temperature, cfg.top_p)
@@ -149,7 +156,16 @@ def bench_prompt(pair, ids: list[int], cfg: GenerationConfig, repeat: int, peer=
         "identical": all(o == ref for o in ours),
         "first_divergence": _first_divergence(ref, ours),
         "peer": None,
+        "mlx_lm": None,
     }
+    if mlx_lm:
+        m = _medians(runs["mlx_lm"])
+        m["decode_tok_s_runs"] = [r["decode_tok_s"] for r in runs["mlx_lm"]]
+        m["speedup"] = dflash["decode_tok_s"] / m["decode_tok_s"] if m["decode_tok_s"] else None  # DFlash's
+        m["target_ratio"] = target["decode_tok_s"] / m["decode_tok_s"] if m["decode_tok_s"] else None
+        m["identical"] = all(o == ref for o in outputs["mlx_lm"])
+        m["first_divergence"] = _first_divergence(ref, outputs["mlx_lm"])
+        row["mlx_lm"] = m
     if peer is not None:
         if peer_error is not None:
             row["peer"] = {"error": peer_error}
@@ -181,6 +197,9 @@ AGGREGATES: dict[str, Callable[[dict], Optional[float]]] = {
     "peer_tok_s": lambda r: (r["peer"] or {}).get("decode_tok_s"),
     "peer_speedup": lambda r: (r["peer"] or {}).get("speedup"),
     "peer_tau": lambda r: (r["peer"] or {}).get("tau"),
+    "mlx_lm_tok_s": lambda r: (r.get("mlx_lm") or {}).get("decode_tok_s"),
+    "speedup_vs_mlx_lm": lambda r: (r.get("mlx_lm") or {}).get("speedup"),
+    "target_vs_mlx_lm": lambda r: (r.get("mlx_lm") or {}).get("target_ratio"),
 }
 
 
@@ -194,6 +213,8 @@ def aggregate(rows: list[dict]) -> dict:
     peer_rows = [r["peer"] for r in rows if r["peer"] and "identical" in r["peer"]]
     if peer_rows:
         out["peer_identical"] = sum(p["identical"] for p in peer_rows)
+    if any(r.get("mlx_lm") for r in rows):
+        out["mlx_lm_identical"] = sum(r["mlx_lm"]["identical"] for r in rows if r.get("mlx_lm"))
     return out
 
 
@@ -313,8 +334,9 @@ def _add_overheads(prof: dict, row: dict) -> dict:
 
 def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int = DEFAULT_REPEAT,
         peer=None, with_profile: bool = False, log: Callable[[str], None] = print,
-        profile_reps: int = PROFILE_REPS) -> dict:
-    """Benchmark `pair` on `suites`; returns the JSON document's results part."""
+        profile_reps: int = PROFILE_REPS, mlx_lm: bool = False) -> dict:
+    """Benchmark `pair` on `suites`; returns the JSON document's results part. mlx_lm: also
+    decode with mlx-lm's own `stream_generate` (peer_mlx_lm.py)."""
     from .load import encode_prompt
 
     if cfg.mode != "dflash":
@@ -327,12 +349,12 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
 
     log(f"warm-up ({min(cfg.max_tokens, WARMUP_TOKENS)} tokens per mode)")
     warm = replace(cfg, max_tokens=min(cfg.max_tokens, WARMUP_TOKENS))
-    bench_prompt(pair, first, warm, 1, peer)
+    bench_prompt(pair, first, warm, 1, peer, mlx_lm)
 
     rows = []
     for suite, prompts in encoded.items():
         for i, (pid, ids) in enumerate(prompts, 1):
-            row = {"suite": suite, "id": pid, **bench_prompt(pair, ids, cfg, repeat, peer)}
+            row = {"suite": suite, "id": pid, **bench_prompt(pair, ids, cfg, repeat, peer, mlx_lm)}
             rows.append(row)
             log(f"[{suite} {i}/{len(prompts)}] {pid}: " + _row_line(row))
     doc = {
@@ -354,6 +376,10 @@ def _row_line(r: dict) -> str:
     line = (f"target {r['target']['decode_tok_s']:.1f} tok/s, dflash {r['dflash']['decode_tok_s']:.1f} tok/s "
             f"({_x(r['speedup'])}), tau {r['dflash']['tau']:.2f}, "
             f"{'identical' if r['identical'] else 'DIFFERENT at ' + str(r['first_divergence'])}")
+    if r.get("mlx_lm"):
+        m = r["mlx_lm"]
+        line += (f"; mlx-lm {m['decode_tok_s']:.1f} tok/s (dflash {_x(m['speedup'])} of it), "
+                 f"{'same' if m['identical'] else 'different at ' + str(m['first_divergence'])}")
     if r["peer"]:
         p = r["peer"]
         line += (f"; peer error: {p['error']}" if "error" in p else
@@ -466,8 +492,11 @@ def print_table(doc: dict, file=None) -> None:
     """Per-prompt rows, then per-suite and overall medians."""
     file = file or sys.stdout
     peer = any(r["peer"] for r in doc["prompts"])
+    base = any(r.get("mlx_lm") for r in doc["prompts"])
     head = (f"{'suite':<6} {'id':<14} {'ptok':>5} {'tgt t/s':>8} {'dfl t/s':>8} {'speedup':>7} {'tau':>5} "
             f"{'acc':>4} {'same':>4} {'draft/verify/rollback ms':>24}")
+    if base:
+        head += f" {'mlx t/s':>8} {'vs mlx':>6} {'same':>4}"
     if peer:
         head += f" {'zlab t/s':>8} {'zlab x':>6} {'z tau':>5} {'same':>4}"
     print(head, file=file)
@@ -478,6 +507,10 @@ def print_table(doc: dict, file=None) -> None:
                 f"{d['decode_tok_s']:>8.1f} {_x(r['speedup']):>7} {d['tau']:>5.2f} {d['acceptance_rate']:>4.0%} "
                 f"{'yes' if r['identical'] else 'NO':>4} "
                 f"{d['draft_ms']:>7.1f}/{d['verify_ms']:>7.1f}/{d['rollback_ms']:>6.1f}")
+        if base:
+            m = r.get("mlx_lm") or {}
+            line += (f" {m.get('decode_tok_s', 0.0):>8.1f} {_x(m.get('speedup')):>6} "
+                     f"{'yes' if m.get('identical') else 'NO':>4}")
         if peer:
             p = r["peer"] or {}
             line += ("  peer error" if "error" in p else
@@ -490,6 +523,9 @@ def print_table(doc: dict, file=None) -> None:
                 f"{_x(a['speedup']):>7} {a['tau']:>5.2f} {a['acceptance_rate']:>4.0%} "
                 f"{a['identical']:>2}/{a['prompts']:<1} "
                 f"{a['draft_ms']:>7.1f}/{a['verify_ms']:>7.1f}/{a['rollback_ms']:>6.1f}")
+        if base and a.get("mlx_lm_tok_s") is not None:
+            line += (f" {a['mlx_lm_tok_s']:>8.1f} {_x(a['speedup_vs_mlx_lm']):>6} "
+                     f"{a.get('mlx_lm_identical', 0):>2}/{a['prompts']}")
         if peer and a.get("peer_tok_s") is not None:
             line += (f" {a['peer_tok_s']:>8.1f} {_x(a['peer_speedup']):>6} {a['peer_tau']:>5.2f} "
                      f"{a.get('peer_identical', 0):>2}/{a['prompts']}")
@@ -580,6 +616,9 @@ def write_plot(doc: dict, path: Path) -> Optional[Path]:
                 text=["" if r["identical"] else "≠" for r in rows], row=1, col=1)
     fig.add_bar(x=x, y=[r["dflash"]["tau"] for r in rows], name="DFlash tau", marker_color="#1f77b4",
                 showlegend=False, row=2, col=1)
+    if any(r.get("mlx_lm") for r in rows):
+        fig.add_bar(x=x, y=[(r.get("mlx_lm") or {}).get("speedup") for r in rows], name="DFlash vs mlx-lm's decoding",
+                    marker_color="#9ecae1", row=1, col=1)
     if any(r["peer"] and "speedup" in r["peer"] for r in rows):
         peer = [r["peer"] if r["peer"] and "speedup" in r["peer"] else {} for r in rows]
         fig.add_bar(x=x, y=[p.get("speedup") for p in peer], name="z-lab dflash 0.1.0", marker_color="#ff7f0e",
@@ -611,6 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="benchmark these {id, prompt} JSONL files instead of --suite")
     p.add_argument("--prompts-limit", type=int, default=None, metavar="K", help="first K prompts of each suite")
     p.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="runs per prompt and mode (medians)")
+    p.add_argument("--baseline", choices=[peer_mlx_lm.NAME], default=None,
+                   help="also decode with mlx-lm's own stream_generate on the same model (speedup vs it too)")
     p.add_argument("--peer", choices=["zlab"], default=None,
                    help="also run z-lab's reference MLX implementation (PyPI dflash==0.1.0)")
     p.add_argument("--profile", action="store_true", help="add a one-cycle cost breakdown (first prompt)")
@@ -648,8 +689,8 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         cfg = config_from_args(a).validate()
         group = distributed.init(a.distributed) if a.distributed else None
         if group is not None:
-            if a.peer:
-                raise ValueError("--peer does not run with --distributed")
+            if a.peer or a.baseline:
+                raise ValueError("--peer and --baseline do not run with --distributed")
             log = distributed.rank0_only(group, log)
         suites = load_suites(list(SUITES) if a.suite == "all" else [a.suite], a.prompts, a.prompts_limit)
         if load is None:
@@ -668,6 +709,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
             "lookup": cfg.lookup, "repeat": a.repeat, "prompts_limit": a.prompts_limit, "temperature": cfg.temperature,
             "top_p": cfg.top_p, "seed": cfg.seed, "warmup_tokens": min(cfg.max_tokens, WARMUP_TOKENS),
             "speedup": "median dflash decode tok/s / median target-only decode tok/s, per prompt",
+            "baseline": a.baseline,
         }
         doc["settings"]["draft_sha256"] = _digest(pair.draft_id)
         doc["peer"] = peer_info
@@ -676,7 +718,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         if group is not None:
             log(f"target sharded over {group.size()} ranks ({a.distributed}): all_sums cost "
                 + ", ".join(f"{v:.2f} ms per {k}-token pass" for k, v in doc["distributed"]["pass_comm_ms"].items()))
-        doc.update(run(pair, suites, cfg, a.repeat, peer, a.profile, log, a.profile_reps))
+        doc.update(run(pair, suites, cfg, a.repeat, peer, a.profile, log, a.profile_reps, a.baseline is not None))
         doc["environment"]["load_avg_end"] = _load_avg()
     except (ValueError, distributed.RankMismatch) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -14,15 +14,15 @@ from dflash.target import Target
 from tests.tiny import EOS, VOCAB, tiny_drafter, tiny_model
 
 
-def word_tokenizer() -> TokenizerWrapper:
+def word_tokenizer(eos: int = EOS) -> TokenizerWrapper:
     """A real (tiny) HF tokenizer: words t0..t63 are ids 0..63; both engines can detokenize it."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}", unk_token="t0")
-    return TokenizerWrapper(hf, eos_token_ids=[EOS])
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{eos}", unk_token="t0")
+    return TokenizerWrapper(hf, eos_token_ids=[eos])
 
 
 @pytest.fixture
@@ -118,6 +118,44 @@ def test_peer_failure_is_recorded_not_raised(setup):
     doc, _ = run_bench(tmp_path, load_without_drafter_dir, "--peer", "zlab")
     assert doc["peer"]["available"] is False and "drafter directory" in doc["peer"]["error"]
     assert all(r["peer"] is None and r["identical"] for r in doc["prompts"])
+
+
+def test_mlx_lm_baseline_decodes_the_same_tokens(setup, capsys):
+    tmp_path, load, _ = setup
+    doc, _ = run_bench(tmp_path, load, "--baseline", "mlx-lm")
+    assert doc["settings"]["baseline"] == "mlx-lm"
+    for r in doc["prompts"]:
+        m = r["mlx_lm"]
+        # mlx-lm's stream_generate on the same model: the target's greedy tokens, stop token
+        # excluded, as many as ours
+        assert m["identical"] and m["first_divergence"] is None, r["id"]
+        assert m["tokens"] == r["target"]["tokens"] and len(m["decode_tok_s_runs"]) == 2
+        assert m["speedup"] == pytest.approx(r["dflash"]["decode_tok_s"] / m["decode_tok_s"])
+        assert m["target_ratio"] == pytest.approx(r["target"]["decode_tok_s"] / m["decode_tok_s"])
+    a = doc["overall"]
+    assert a["mlx_lm_identical"] == 4 and a["speedup_vs_mlx_lm"] > 0
+    assert "vs mlx" in capsys.readouterr().out
+    plain, _ = run_bench(tmp_path, load)
+    assert all(r["mlx_lm"] is None for r in plain["prompts"]) and "mlx_lm_identical" not in plain["overall"]
+
+
+def test_mlx_lm_baseline_stops_where_target_only_does(setup):
+    from dataclasses import replace
+
+    from dflash import peer_mlx_lm
+    from dflash.config import GenerationConfig
+    from dflash.engine import stream
+
+    _, load, _ = setup
+    pair, ids = load(None, None, "dflash"), [5, 9, 12]
+    *_, free = stream(pair, ids, GenerationConfig(mode="target", max_tokens=20))
+    stop = next(t for i, t in enumerate(free.token_ids) if i >= 4 and t not in free.token_ids[:i])
+    pair = replace(pair, tokenizer=word_tokenizer(eos=stop))  # the answer now stops inside 20 tokens
+    *_, ref = stream(pair, ids, GenerationConfig(mode="target", max_tokens=20))
+    assert ref.finish_reason == "stop" and stop not in ref.token_ids and len(ref.token_ids) >= 4
+    for n in (1, 3, 20):  # max_tokens inside the answer, and past its stop token
+        r = peer_mlx_lm.generate(pair, ids, n)
+        assert r.token_ids == ref.token_ids[:n] and r.ttft_s > 0
 
 
 def test_bad_suite_lines_are_value_errors(tmp_path):
