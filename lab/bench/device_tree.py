@@ -23,7 +23,7 @@ if __name__ == "__main__":  # on a CPU, dflash.backend.setup() loads the BLAS be
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
-ON = {"on": False}
+ON = {"on": False, "compiled": False}
 NEG = -1e30
 
 
@@ -37,10 +37,28 @@ def _child_scores(logp, bias):
     return s - mx.logsumexp(s, axis=-1, keepdims=True) + mx.logsumexp(base, axis=-1, keepdims=True)
 
 
-def build(staged: int, tokens_of, logp, bias, n: int):
-    """(tokens [n+1], parents [n+1], depth [n+1], ancestors [n+1, D+1], visible [n+1, n+1]) of
-    the n best root paths' nodes, unevaluated; tokens_of [D, W]: the candidates' token ids."""
+def build(staged, tokens_of, logp, bias, n: int, compiled: bool = False):
+    """(tokens [n+1], parents [n+1], Layout) of the n best root paths' nodes, unevaluated;
+    tokens_of [D, W]: the candidates' token ids. compiled: the graph by mx.compile, built once
+    per shape and replayed (the host then builds ~1 node where it built hundreds)."""
     from dflash.tree import Layout
+    staged = mx.array([staged]) if isinstance(staged, int) else staged.reshape(1)
+    if compiled:
+        key = (n, bias is None)
+        if key not in _COMPILED:
+            f = lambda s, t, lp, *b: _arrays(s, t, lp, b[0] if b else None, n)  # noqa: E731
+            _COMPILED[key] = mx.compile(f)
+        args = (staged, tokens_of, logp) + (() if bias is None else (bias,))
+        tokens, parents_all, depth, anc, visible = _COMPILED[key](*args)
+    else:
+        tokens, parents_all, depth, anc, visible = _arrays(staged, tokens_of, logp, bias, n)
+    return tokens, parents_all, Layout(depth, anc, visible)
+
+
+_COMPILED = {}
+
+
+def _arrays(staged, tokens_of, logp, bias, n: int):
     D, W = logp.shape
     lp = _child_scores(logp, bias)
     score, cand = lp[0, 0][:n], mx.arange(min(n, W), dtype=mx.int32)  # depth 1: sorted already
@@ -74,7 +92,7 @@ def build(staged: int, tokens_of, logp, bias, n: int):
     new_pos = mx.zeros((n + 1,), mx.int32)
     new_pos[order + 1] = mx.arange(1, n + 1, dtype=mx.int32)
     tok, d_sel, par = tok[order], d_sel[order], new_pos[par[order]]
-    tokens = mx.concatenate([mx.array([staged], tok.dtype), tok])
+    tokens = mx.concatenate([staged.astype(tok.dtype), tok])
     parents_all = mx.concatenate([mx.array([0], mx.int32), par.astype(mx.int32)])
     depth = mx.concatenate([mx.array([0], mx.int32), (d_sel + 1).astype(mx.int32)])
     R = n + 1
@@ -85,7 +103,7 @@ def build(staged: int, tokens_of, logp, bias, n: int):
     visible = mx.any(A[:, :, None] == mx.arange(R)[None, None, :], axis=1)
     j = mx.arange(D + 1)[None]
     anc = mx.where(j <= depth[:, None], mx.take_along_axis(A, mx.maximum(depth[:, None] - j, 0), 1), 0)
-    return tokens, parents_all, Layout(depth, anc.astype(mx.int32), visible)
+    return tokens, parents_all, depth, anc.astype(mx.int32), visible
 
 
 def apply():
@@ -101,7 +119,7 @@ def apply():
         cols, logp = tree._top_on_device(logits.astype(mx.float32) / tree.TEMPERATURE, tree.WIDTH)
         bias = tree._transitions(drafter, target, cols) if getattr(drafter, "has_markov", False) else None
         tokens_of = cols if drafter.vocab is None else drafter.vocab.index[cols]
-        ids, parents, layout = build(staged, tokens_of, logp, bias, nodes)
+        ids, parents, layout = build(staged, tokens_of, logp, bias, nodes, ON["compiled"])
         t_draft = perf_counter()
         logits, feats, _ = target.forward(ids[None].astype(mx.int32), cache, tree=layout)
         ids, parents, depth, post = tree._host(ids, parents, layout.depth, mx.argmax(logits[0], axis=-1))
@@ -145,7 +163,7 @@ if __name__ == "__main__":
             bias[0] = 0
         ref = tree.build(5, cols + 100, logp, n, bias)
         ids, par, lay = build(5, mx.array(cols + 100), mx.array(logp, mx.float32),
-                              None if bias is None else mx.array(bias, mx.float32), n)
+                              None if bias is None else mx.array(bias, mx.float32), n, trial % 4 > 1)
         mine = tree.Tree(tuple(np.array(ids).tolist()), (-1, *np.array(par)[1:].tolist()),
                          tuple(np.array(lay.depth).tolist()), (0.0,) * (n + 1))
         paths = lambda tr: {tuple(tr.tokens[i] for i in reversed(_up(tr, k))) for k in range(len(tr))}  # noqa: E731
@@ -155,17 +173,17 @@ if __name__ == "__main__":
         ref_lay = tree.Layout.of(mine)
         assert (np.array(ref_lay.visible) == np.array(lay.visible)).all()
         assert (np.array(ref_lay.ancestors) == np.array(lay.ancestors)[:, : ref_lay.ancestors.shape[1]]).all()
-    print("node sets, spines, visibility and ancestors equal tree.build's / Layout.of's (20 trees)")
+    print("node sets, spines, visibility and ancestors equal tree.build's / Layout.of's (20 trees, half compiled)")
 
     pair = load_pair(progress=lambda s: None)
     apply()
     for prompt in ("Write a Python function that reverses a string.", "What is 17 * 23? Explain."):
         ids = encode_prompt(pair.tokenizer, prompt)
         outs = []
-        for mode, on in (("target", False), ("dflash", True), ("dflash", False)):
-            ON["on"] = on
+        for mode, on, comp in (("target", False, False), ("dflash", True, False), ("dflash", True, True), ("dflash", False, False)):
+            ON["on"], ON["compiled"] = on, comp
             cfg = GenerationConfig(mode=mode, max_tokens=64, tree=None if mode == "target" else 16)
             s = [e for e in engine.stream(pair, ids, cfg) if isinstance(e, Summary)][0]
-            outs.append(s.token_ids), print(mode, "device tree" if on else "", f"tau {s.tau:.2f}")
-        assert outs[0] == outs[1] == outs[2], "outputs differ"
+            outs.append(s.token_ids), print(mode, ("device tree" + " compiled" * comp) if on else "", f"tau {s.tau:.2f}")
+        assert len(set(outs)) == 1, "outputs differ"
     print("DFlash with device trees == target-only (bitwise, CPU)")

@@ -16,7 +16,7 @@ length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 
 any of them (target@5, 64@10) queues the target's pass for evaluation (mx.async_eval) after every
 L layers, so the device computes early layers while the host builds the later ones; "auto!":
 the planner without its copy trigger (drafting between probes when a copy from the context pays);
-"Nd" (64d): a tree of N chosen on the device (device_tree.py); "NwK" (96w16): a tree of N from K
+"Nd" (64d): a tree of N chosen on the device (device_tree.py), "Ndc" (64dc) the same by mx.compile; "NwK" (96w16): a tree of N from K
 candidates a block position (tree.draft's width; the engine's is tree.WIDTH); "+" (64+, auto+):
 the same with the drafter in directory $DRAFT_B instead of the shipped one; "^" (auto^, 15^): tree attention
 as before the thirty-first session (lab/tree-calibration/s31/old_tree_attention.py: no row in
@@ -153,6 +153,8 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         base, _, width = base.partition("w")
         WIDTH["now"] = int(width) if width else None
         lookup, name = not base.endswith("-"), base.rstrip("-")
+        device_tree.ON["compiled"] = name.endswith("dc") and name[:-2].isdigit()  # "64dc": compiled
+        name = name[:-1] if device_tree.ON["compiled"] else name
         device_tree.ON["on"] = name.endswith("d") and name[:-1].isdigit()
         name = name[:-1] if device_tree.ON["on"] else name
         if name == "target":
