@@ -19,6 +19,8 @@ import numpy as np
 from mlx_lm.models.cache import KVCache
 from mlx_lm.models.rope_utils import initialize_rope
 
+from . import host_draft
+
 
 def default_taps(num_target_layers: int, num_taps: int = 5) -> list[int]:
     """`num_taps` layer ids spread evenly from 1 to num_target_layers - 3 (DFLASH.md §3)."""
@@ -315,7 +317,10 @@ class Drafter(nn.Module):
             c.update_and_fetch(k, v)
 
     def __call__(self, block_embeds: mx.array, cache: list[KVCache]) -> mx.array:
-        """Hidden states of the block; block position 0 sits right after the context."""
+        """Hidden states of the block; block position 0 sits right after the context (on a CPU
+        with numpy's help: host_draft.py)."""
+        if host_draft.runs(self):
+            return host_draft.forward(self, block_embeds, cache)
         h = block_embeds.astype(self.fc.weight.dtype)
         for layer, c in zip(self.layers, cache):
             ctx_k, ctx_v = c.keys_and_values() if c.offset else self._empty(h)
