@@ -22,7 +22,8 @@ the same with the drafter in directory $DRAFT_B instead of the shipped one; "^" 
 as before the thirty-first session (lab/tree-calibration/s31/old_tree_attention.py: no row in
 place on Intel, each row's tail by broadcast + concatenate; its own cost table); "." (auto., 15.): the CPU
 tree attention before the thirty-second session (lab/cpu/s32/tree_attention_before.py: on AMD's path
-ancestors gathered by depth, not the chain's attention with the tree's mask; its own cost table); "=N" (auto=256, target=256): the
+ancestors gathered by depth, not the chain's attention with the tree's mask; its own cost table); "*" (auto*, 15*):
+the drafter's block pass all in MLX on a CPU, as before the thirty-fifth session (host_draft.ENABLED off; its own cost table); "=N" (auto=256, target=256): the
 attention's p @ v in N-key chunks (target.KEY_CHUNK and, on Intel's padded path, TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
 tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "target|": target-only pipelined as mlx-lm's generate_step is (the next step queued on the
 device's token before this one's is read back); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
@@ -36,7 +37,7 @@ from dflash.load import load_pair, encode_prompt
 from dflash.config import GenerationConfig
 import dflash.config
 dflash.config.MAX_TREE = int(os.environ.get("MAX_TREE", dflash.config.MAX_TREE))  # MAX_TREE=256: larger trees
-from dflash import engine
+from dflash import engine, host_draft
 from dflash.events import Cycle, Summary
 from dflash import target as target_mod
 from dflash.policy import TreePlanner
@@ -138,9 +139,10 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
                                                 else _tree_attention)
         target_mod._cpu_tree_attention = (tree_attention_before.cpu_tree_attention if "." in v_mlp
                                            else _cpu_tree_attention)
-        cost_key = sizes, pair.target.key_chunk, "^" in v_mlp, "." in v_mlp
+        host_draft.ENABLED = "*" not in v_mlp  # "*": the drafter's block pass all in MLX
+        cost_key = sizes, pair.target.key_chunk, "^" in v_mlp, "." in v_mlp, "*" in v_mlp
         pair.costs = costs_by_sizes.get(cost_key)
-        v_mlp = v_mlp.replace("~", "").replace("^", "").replace(".", "")
+        v_mlp = v_mlp.replace("~", "").replace("^", "").replace(".", "").replace("*", "")
         use_b = "+" in v_mlp
         assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
         v_mlp = v_mlp.replace("+", "")
@@ -182,5 +184,5 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
 base = np.array(res.get("target"))
 for v in variants:
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B").replace("|", "pipe"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B").replace("|", "pipe").replace("*", "mlxdraft"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
 json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
