@@ -54,7 +54,8 @@ def forward(drafter, block_embeds: mx.array, cache: list) -> mx.array:
         h = h + _np(attn.o_proj(o.reshape(Hq, L, -1).transpose(1, 0, 2).reshape(L, -1)))
         x = mx.array(_rms(h, layer.post_attention_layernorm, eps))
         g, u = _host(mlp.gate_proj(x), mlp.up_proj(x))
-        h = h + _np(mlp.down_proj(mx.array(g / (1.0 + np.exp(-g)) * u)))
+        with np.errstate(over="ignore"):  # exp(-g) = inf for g < -88: SiLU's 0, as MLX's
+            h = h + _np(mlp.down_proj(mx.array(g / (1.0 + np.exp(-g)) * u)))
     return mx.array(_rms(h, drafter.norm, eps))[None]
 
 
