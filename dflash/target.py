@@ -19,7 +19,7 @@ from mlx_lm.models.activations import swiglu
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import backend, cpu_rows, kernels
+from . import backend, cpu_rows, host_ops, kernels
 from .tape import GDNTape, gdn_forward_recorded, rollback
 from .tree import Layout
 
@@ -223,7 +223,15 @@ def _decoder_layer_with(layer, x, cache, attend, depth: Optional[mx.array] = Non
     k, v = cache.update_and_fetch(k, v)
     o = attend(q, k, v, a.scale).transpose(0, 2, 1, 3).reshape(B, L, -1)
     h = x + (linears.o if linears else a.o_proj)(o)
-    return h + (linears.mlp if linears else layer.mlp)(layer.post_attention_layernorm(h))
+    x = layer.post_attention_layernorm(h)
+    return h + (linears.mlp(x) if linears else _mlp(layer.mlp, x))
+
+
+def _mlp(m, x: mx.array) -> mx.array:
+    """mlx-lm's MLP, its SwiGLU in numpy on a CPU (host_ops); a mixture of experts as it is."""
+    if hasattr(m, "gate_proj") and host_ops.runs(x):
+        return m.down_proj(host_ops.swiglu(m.gate_proj(x), m.up_proj(x)))
+    return m(x)
 
 
 class _RowExact:
@@ -242,7 +250,7 @@ class _RowExact:
             dtype=layer.input_layernorm.weight.dtype)
 
     def mlp(self, x: mx.array) -> mx.array:
-        return self.down(swiglu(*self.gate_up(x))) if self.gate_up else self.down(x)
+        return self.down(_swiglu(*self.gate_up(x))) if self.gate_up else self.down(x)
 
     def matmuls(self) -> list[cpu_rows.Padded]:
         return [*self.qkv.calls, self.o, *(self.gate_up.calls if self.gate_up else []), self.down]
@@ -302,8 +310,17 @@ def _attention_rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.a
         mask = mx.arange(S)[None] <= mx.arange(S - L, S)[:, None]
     if mask is not None:
         scores = mx.where(mask, scores, -mx.inf)
-    p = mx.softmax(scores, axis=-1, precise=True)
+    p = _softmax(scores)
     return _add_chunks(None, p, v[:, :, None], _key_chunk(tile)).reshape(B, Hq, L, D)
+
+
+def _softmax(scores: mx.array) -> mx.array:
+    """The attention's softmax over keys: in numpy on a CPU (host_ops), summed in key order."""
+    return host_ops.softmax(scores) if host_ops.runs(scores) else mx.softmax(scores, axis=-1, precise=True)
+
+
+def _swiglu(gate: mx.array, up: mx.array) -> mx.array:
+    return host_ops.swiglu(gate, up) if host_ops.runs(gate) else swiglu(gate, up)
 
 
 def _add_chunks(out, p, v, chunk: int):
@@ -389,7 +406,7 @@ def _tree_attention_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off
         s_off = cpu_rows.scores(q[..., s:, :].swapaxes(2, 3), kb.swapaxes(-1, -2), tile).swapaxes(2, 3)
         s_blk = mx.concatenate([s_blk, s_off], axis=3)
     s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors by depth, then padding
-    p = mx.softmax(mx.concatenate([s_ctx, s_blk], axis=-1), axis=-1, precise=True)
+    p = _softmax(mx.concatenate([s_ctx, s_blk], axis=-1))
     chunk = _key_chunk(tile)
     c0 = C // chunk * chunk
     out = _add_chunks(None, p[..., :c0], v[:, :, None, :c0], chunk) if c0 else None

@@ -24,9 +24,9 @@ def apply(name=None) -> bool:
     import mlx.core as mx  # here: on a CPU, dflash.backend.setup() must load the BLAS first
 
     from dflash import target as target_mod
-    if not hasattr(target_mod, "_mlp"):  # the target's MLP hook went with the twenty-seventh session
+    if not hasattr(target_mod, "_mlp"):  # the hook (mlp, x): code before 2026-12-03 or since 2026-12-05
         if CURRENT["name"]:
-            raise SystemExit("MLP variants need dflash.target._mlp (code before 2026-12-03)")
+            raise SystemExit("MLP variants need dflash.target._mlp")
         return False
     shipped, weights = target_mod._mlp, {}
 
@@ -36,10 +36,10 @@ def apply(name=None) -> bool:
             mx.eval(weights[key])
         return weights[key]
 
-    def mlp_variant(mlp, x, rows):
+    def mlp_variant(mlp, x):
         name = CURRENT["name"]
         if name not in NAMES:
-            return shipped(mlp, x, rows)
+            return shipped(mlp, x)
         g, u, d = mlp.gate_proj, mlp.up_proj, mlp.down_proj
         if name == "fused":
             w = cached(id(mlp), lambda: [mx.concatenate([getattr(g, n), getattr(u, n)]) for n in ("weight", "scales", "biases")])
@@ -47,7 +47,7 @@ def apply(name=None) -> bool:
             n = gu.shape[-1] // 2
             return d(target_mod.swiglu(gu[..., :n], gu[..., n:]))
         if x.shape[1] == 1 and not name.endswith("1"):
-            return shipped(mlp, x, rows)
+            return shipped(mlp, x)
 
         def dense(m):
             return cached(id(m), lambda: mx.dequantize(m.weight, m.scales, m.biases, m.group_size, m.bits).astype(x.dtype))

@@ -23,7 +23,9 @@ as before the thirty-first session (lab/tree-calibration/s31/old_tree_attention.
 place on Intel, each row's tail by broadcast + concatenate; its own cost table); "." (auto., 15.): the CPU
 tree attention before the thirty-second session (lab/cpu/s32/tree_attention_before.py: on AMD's path
 ancestors gathered by depth, not the chain's attention with the tree's mask; its own cost table); "*" (auto*, 15*):
-the drafter's block pass all in MLX on a CPU, as before the thirty-fifth session (host_draft.ENABLED off; its own cost table); "=N" (auto=256, target=256): the
+the drafter's block pass all in MLX on a CPU, as before the thirty-fifth session (host_draft.ENABLED off; its own cost table); "#" (target#, auto#):
+the target's SwiGLU and softmax in MLX on a CPU, as before the thirty-sixth session (host_ops.ENABLED off; its own cost table; outputs
+are compared within each arithmetic, and "#" settings' ratios are to target#); "=N" (auto=256, target=256): the
 attention's p @ v in N-key chunks (target.KEY_CHUNK and, on Intel's padded path, TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~): the planner's
 tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64; its own cost tables); "target|": target-only pipelined as mlx-lm's generate_step is (the next step queued on the
 device's token before this one's is read back); "%name" last (target%dense1, 64%densedown): that run's MLP as lab/bench/mlp_variants.py's name. Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json (tok/s, tau, auto's cycles).
@@ -37,7 +39,7 @@ from dflash.load import load_pair, encode_prompt
 from dflash.config import GenerationConfig
 import dflash.config
 dflash.config.MAX_TREE = int(os.environ.get("MAX_TREE", dflash.config.MAX_TREE))  # MAX_TREE=256: larger trees
-from dflash import engine, host_draft
+from dflash import engine, host_draft, host_ops
 from dflash.events import Cycle, Summary
 from dflash import target as target_mod
 from dflash.policy import TreePlanner
@@ -140,9 +142,10 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         target_mod._cpu_tree_attention = (tree_attention_before.cpu_tree_attention if "." in v_mlp
                                            else _cpu_tree_attention)
         host_draft.ENABLED = "*" not in v_mlp  # "*": the drafter's block pass all in MLX
-        cost_key = sizes, pair.target.key_chunk, "^" in v_mlp, "." in v_mlp, "*" in v_mlp
+        host_ops.ENABLED = "#" not in v_mlp  # "#": the target's SwiGLU and softmax in MLX
+        cost_key = sizes, pair.target.key_chunk, "^" in v_mlp, "." in v_mlp, "*" in v_mlp, "#" in v_mlp
         pair.costs = costs_by_sizes.get(cost_key)
-        v_mlp = v_mlp.replace("~", "").replace("^", "").replace(".", "").replace("*", "")
+        v_mlp = v_mlp.replace("~", "").replace("^", "").replace(".", "").replace("*", "").replace("#", "")
         use_b = "+" in v_mlp
         assert not use_b or pair_b is not None, f"{v}: set DRAFT_B to a drafter directory"
         v_mlp = v_mlp.replace("+", "")
@@ -178,11 +181,14 @@ for i, p in enumerate([dict(prompts[0], warmup=True)] + prompts):
         taus[v].append(s.tau)
         if name == "auto": trace.setdefault(v, []).append(cyc)
         print(p["id"], v, f"{s.decode_tok_s:.2f} tok/s tau {s.tau:.2f}", flush=True)
-    if len(set(outs.values())) > 1:  # bitwise on a CPU; a near-tie may differ on a GPU
-        assert mx.default_device() != mx.cpu, "outputs differ"
-        print(p["id"], "outputs differ", flush=True)
-base = np.array(res.get("target"))
+    for group in ([o for v, o in outs.items() if "#" in v], [o for v, o in outs.items() if "#" not in v]):
+        if len(set(group)) > 1:  # bitwise on a CPU; a near-tie may differ on a GPU
+            assert mx.default_device() != mx.cpu, "outputs differ"
+            print(p["id"], "outputs differ", flush=True)
+    if "target" in outs and "target#" in outs and outs["target"] != outs["target#"]:
+        print(p["id"], "the two arithmetics' outputs differ", flush=True)
 for v in variants:
-    r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / base).mean()) if base is not None else "")
-out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B").replace("|", "pipe").replace("*", "mlxdraft"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
+    b = res.get("target#" if "#" in v else "target")
+    r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / np.array(b)).mean()) if b is not None else "")
+out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B").replace("|", "pipe").replace("*", "mlxdraft").replace("#", "mlxops"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
 json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))

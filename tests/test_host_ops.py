@@ -1,0 +1,85 @@
+"""The target's SwiGLU and softmax in numpy on a CPU (host_ops.py): the same values as MLX's
+within float32 rounding, a row's softmax unchanged by masked keys anywhere in it, and every
+target pass on a CPU computing them there."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.models.activations import swiglu
+
+from dflash import host_ops
+from dflash.config import GenerationConfig
+from dflash.engine import stream
+from dflash.events import Summary
+from tests.tiny import tiny_drafter, tiny_pair
+
+
+def test_softmax_matches_mlx_and_masks():
+    x = mx.random.normal((2, 3, 5, 300), key=mx.random.key(0)) * 6
+    mask = mx.random.uniform(shape=x.shape, key=mx.random.key(1)) < 0.3
+    x = mx.where(mask | (mx.arange(300) == 0), x, -mx.inf)  # every row keeps key 0
+    ours, theirs = host_ops.softmax(x), mx.softmax(x, axis=-1, precise=True)
+    assert mx.allclose(ours, theirs, atol=1e-7, rtol=1e-5).item()
+    assert (np.array(ours)[np.array(~(mask | (mx.arange(300) == 0)))] == 0).all()
+
+
+def test_softmax_row_unchanged_by_masked_keys():
+    """A row alone == the same row with masked keys between and after its keys (a token decoded
+    alone against its row in a block or a tree), bitwise. A pairwise sum (np.sum) fails this on
+    the same rows, so the rows are long enough to tell."""
+    rng = np.random.default_rng(3)
+    naive_differs = 0
+    for n in (7, 33, 130, 257, 600):
+        row = (rng.standard_normal(n) * 4).astype(np.float32)
+        wide = np.full(n + 140, -np.inf, np.float32)
+        keep = np.sort(rng.choice(n + 100, n, replace=False))  # masked keys among them and after
+        wide[keep] = row
+        alone = np.array(host_ops.softmax(mx.array(row[None])))[0]
+        inside = np.array(host_ops.softmax(mx.array(wide[None])))[0]
+        assert np.array_equal(alone, inside[keep]), n
+        e, ew = np.exp(row - row.max()), np.exp(wide - wide.max())
+        naive_differs += not np.array_equal(e / e.sum(), (ew / ew.sum())[keep])
+    assert naive_differs
+
+
+def test_swiglu_matches_mlx_lm():
+    g = mx.random.normal((1, 9, 64), key=mx.random.key(2)) * 5
+    g = mx.concatenate([g, mx.full((1, 9, 2), -100.0)], -1)  # exp(-g) overflows: SiLU's 0
+    u = mx.random.normal(g.shape, key=mx.random.key(3))
+    with np.errstate(all="raise"):
+        ours = host_ops.swiglu(g, u)
+    assert mx.allclose(ours, swiglu(g, u), atol=1e-6, rtol=1e-5).item()
+    assert (np.array(ours)[..., -2:] == 0).all()
+
+
+def test_runs_on_cpu_float32_only(monkeypatch):
+    assert host_ops.runs(mx.zeros(3))
+    assert not host_ops.runs(mx.zeros(3, dtype=mx.bfloat16))
+    monkeypatch.setattr(host_ops, "ENABLED", False)
+    assert not host_ops.runs(mx.zeros(3))
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_target_passes_use_them_and_stay_lossless(family, monkeypatch):
+    """Every pass of a CPU target (prefill, steps, chain and tree verifies) goes through
+    host_ops, and DFlash stays identical to target-only with it on and with it off."""
+    calls = {"swiglu": 0, "softmax": 0}
+    for name in calls:
+        real = getattr(host_ops, name)
+        monkeypatch.setattr(host_ops, name, lambda *a, _r=real, _n=name: calls.__setitem__(_n, calls[_n] + 1) or _r(*a))
+    pair = tiny_pair(family, drafter=tiny_drafter())
+    ids = [3, 9, 4, 7, 1, 8]
+    for enabled in (True, False):
+        monkeypatch.setattr(host_ops, "ENABLED", enabled)
+        before = dict(calls)
+        outs = []
+        for cfg in (GenerationConfig(mode="target", max_tokens=24),
+                    GenerationConfig(mode="dflash", max_tokens=24, tree=0),
+                    GenerationConfig(mode="dflash", max_tokens=24, tree=6)):
+            outs.append(next(e for e in stream(pair, ids, cfg) if isinstance(e, Summary)).token_ids)
+        assert outs[0] == outs[1] == outs[2]
+        n_layers = len(pair.target.layers)
+        if enabled:
+            assert all(calls[k] - before[k] >= 24 * n_layers for k in calls)
+        else:
+            assert calls == before
