@@ -11,6 +11,8 @@
 # gpu:   the README's GPU command (--tree 64 --baseline mlx-lm), the process on cores 2-15
 # eval:  held-out tau and speed on the GPU: target-only, 32 and 64 nodes interleaved on the 24
 #        held-out prompts of assets/prompts/eval.jsonl (4 a category) x 128
+# With no MLX CUDA build needed (the Xeon alone): `ystash NN` calls, then `bash
+# lab/bench/h200-s37.sh cpu-setup && bash lab/bench/h200-s37.sh exact`.
 # Each call starts with `bash lab/bench/h200.sh setup` (MLX's CUDA build, the target converted,
 # the drafter put back); two phases may then run at once (one on cores 0-1, one on 2-15):
 # `bash lab/bench/h200.sh setup && { bash lab/bench/h200-s37.sh exact & bash lab/bench/h200-s37.sh
@@ -18,6 +20,13 @@
 set -uo pipefail
 phase=${1:?phase}
 case $phase in
+ystash)  # the CPU-only lease: the GGUF and the drafter alone, in .gpuy/cNN (see cpu-setup)
+  mkdir -p /tmp/ychunks && cp .gpuy/c$2/* /tmp/ychunks/ && ls /tmp/ychunks ;;
+cpu-setup)  # without MLX's CUDA build: the target's GGUF into /tmp/cache, the drafter back
+  # (here: tar -cf - SmolLM2-135M-Instruct.Q4_1.gguf drafter.safetensors | split -b 48000000 -d
+  # into .gpuy/cNN, one chunk a call; carry [".gpux/cpu"] in the calls that test or bench)
+  mkdir -p /tmp/cache && { [ -f /tmp/cache/drafter.safetensors ] || cat /tmp/ychunks/chunk.* | tar -C /tmp/cache -xf -; } || exit 1
+  d=assets/smollm2-135m-instruct-dflash/model.safetensors; [ -f $d ] || cp /tmp/cache/drafter.safetensors $d ;;
 exact)
   bash lab/cpu/xeon.sh exact > $OUT/xeon-exact-s37.log 2>&1
   tail -n 3 $OUT/xeon-exact-s37.log

@@ -16,7 +16,7 @@ phase=${1:?phase}
 
 case $phase in
 chunk)
-  rm -rf .gpux/c* && mkdir -p .gpux/all
+  rm -rf .gpux/c[0-9]* && mkdir -p .gpux/all  # not .gpux/cpu (lab/cpu/xeon.sh pack)
   cat .gpu/a/mlx-cuda.part.* .gpu/b/mlx-cuda.part.* > .gpux/all/mlx-cuda.tar.xz
   cp .gpu/b/*.whl .gpux/all/ 2>/dev/null
   cp "${DFLASH_CACHE:-$HOME/.cache/dflash}/SmolLM2-135M-Instruct.Q4_1.gguf" .gpux/all/
