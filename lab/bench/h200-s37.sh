@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thirty-seventh session (not run: no machine could be started in 16 calls), one H200 machine (after `bash lab/bench/h200.sh stash NN` for every
+# Thirty-seventh session (not run: no machine could be started in 18 calls), one H200 machine (after `bash lab/bench/h200.sh stash NN` for every
 # chunk, made with `CHUNK=48000000 DRAFTER=1 bash lab/bench/h200.sh chunk` while the drafter was
 # out of the index), carry [".gpux/cpu"]:
 #   bash lab/bench/h200-s37.sh exact|xeon|gpu|eval
