@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Thirty-seventh session (not run: no machine could be started in 18 calls), one H200 machine (after `bash lab/bench/h200.sh stash NN` for every
-# chunk, made with `CHUNK=48000000 DRAFTER=1 bash lab/bench/h200.sh chunk` while the drafter was
-# out of the index), carry [".gpux/cpu"]:
+# Thirty-seventh session (not run: no machine could be started in 18 calls). One H200
+# machine, after `bash lab/bench/h200.sh stash NN` for every chunk, made with
+# `CHUNK=48000000 DRAFTER=1 bash lab/bench/h200.sh chunk` while the drafter was out of the
+# index; carry [".gpux/cpu"]:
 #   bash lab/bench/h200-s37.sh exact|xeon|gpu|eval
 # exact: the host's Intel Xeon (AVX-512), pinned to cores 0-1, MLX's CPU build (lab/cpu/xeon.sh
 #        install): the padded-rows test on the real target (block + tree, target's SwiGLU and
@@ -28,12 +29,9 @@ cpu-setup)  # without MLX's CUDA build: the target's GGUF into /tmp/cache, the d
   mkdir -p /tmp/cache && { [ -f /tmp/cache/drafter.safetensors ] || cat /tmp/ychunks/chunk.* | tar -C /tmp/cache -xf -; } || exit 1
   d=assets/smollm2-135m-instruct-dflash/model.safetensors; [ -f $d ] || cp /tmp/cache/drafter.safetensors $d ;;
 exact)
-  bash lab/cpu/xeon.sh exact > $OUT/xeon-exact-s37.log 2>&1
-  tail -n 3 $OUT/xeon-exact-s37.log
-  ( SITE=/tmp/cpusite; export PYTHONPATH=$SITE:$PWD OPENBLAS_NUM_THREADS=2 PYTHONUNBUFFERED=1 DFLASH_CACHE=/tmp/cache
-    [ -d $SITE/sys ] && export LD_LIBRARY_PATH=$SITE/sys:${LD_LIBRARY_PATH:-}
-    timeout 420 taskset -c 0,1 python3 -m pytest -q -p no:cacheprovider tests/test_exact_cpu.py tests/test_tree.py \
-      tests/test_host_ops.py tests/test_host_draft.py 2>&1 | tail -n 5 ) | tee $OUT/xeon-tests-s37.log ;;
+  TESTS="tests/test_exact_cpu.py tests/test_tree.py tests/test_host_ops.py tests/test_host_draft.py" \
+    bash lab/cpu/xeon.sh exact > $OUT/xeon-exact-s37.log 2>&1
+  tail -n 12 $OUT/xeon-exact-s37.log ;;
 xeon)
   bash lab/cpu/xeon.sh bench ${2:-540} --max-tokens 128 --repeat 1 --profile ${ARGS:-} > $OUT/xeon-bench-s37.log 2>&1
   mv $OUT/xeon-cpu-2core.json $OUT/xeon-s37.json 2>/dev/null; tail -n 25 $OUT/xeon-bench-s37.log ;;

@@ -14,7 +14,7 @@
 #   (install ~30 s, op_probe.py <= 90 s, the bench <= 300 s, rows_probe.py <= 90 s)
 # Then (or instead), one call, carry [".gpux/cpu"], no model needed:
 #   bash lab/cpu/xeon.sh scores 400   -> $OUT/xeon-scores-probe.log (scores_probe.py, SkylakeX; ~2-3 min)
-#   bash lab/cpu/xeon.sh exact        -> $OUT/xeon-exact.log (the SkylakeX padded-rows test; needs the
+#   [TESTS=...] bash lab/cpu/xeon.sh exact -> $OUT/xeon-exact.log (the SkylakeX padded-rows test; needs the
 #   model as for bench), xeon-rows64-probe.log (rows_probe.py: gate/up and lm_head unpadded, L <= 64,
 #   1 and 2 threads; <= 2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
@@ -102,6 +102,9 @@ exact)
     timeout 60 taskset -c 0,1 python3 lab/cpu/rows_probe.py --coretype SkylakeX --threads $th --pads 1 \
       --max-rows 64 --shapes gate/up,lm_head 2>&1
   done | tee $OUT/xeon-rows64-probe.log
+  # TESTS="tests/a.py tests/b.py": more test files on the same 2 cores and MLX CPU build
+  [ -n "${TESTS:-}" ] && DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache} timeout ${TESTS_S:-420} taskset -c 0,1 \
+    python3 -m pytest -q -p no:cacheprovider $TESTS 2>&1 | tail -n 5 | tee $OUT/xeon-tests.log
   ;;
 *) echo "unknown phase $phase"; exit 2 ;;
 esac

@@ -22,7 +22,7 @@ from replay import STAGED, child_scores, load  # noqa: E402
 
 
 def spine(p, s):
-    """The spine's tokens, depth 1..D, and each depth's chosen candidate column."""
+    """The spine's tokens, depth 1..D."""
     c = child_scores(p, s)  # [D, W parent, W]
     cols, parent = [], 0
     for d in range(c.shape[0]):
@@ -72,7 +72,7 @@ def main():
                 gain["deletion"].append(run_length(c[j + 1:], t[j:]))
             if sib:  # t_j, then the spine's own later tokens (no re-conditioning)
                 gain["sibling"].append(1 + run_length(c[j + 1:], t[j + 1:]))
-    n = sum(v for k, v in counts.items() if k in ("all right",)) + len(first)
+    n = counts["all right"] + len(first)
     print(f"{len(prompts)} prompts, {n} staged indices, width {a.width}; first mismatch at depth "
           f"{np.mean(first) + 1:.2f} on average")
     for k, v in counts.items():
