@@ -19,7 +19,7 @@
 #   1 and 2 threads; <= 2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
-phase=${1:?phase: pack | bench | scores | exact | product}
+phase=${1:?phase: pack | bench | scores | exact | eval | product}
 SITE=/tmp/cpusite
 OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
 MODEL=smollm2-135m-instruct-mlx-v1
@@ -83,6 +83,15 @@ scores)
   for ctx in 1:1100 1100:4100:7; do  # every context to 1099, then every 7th to 4099 (each <= budget/2)
     timeout $((budget / 2)) taskset -c 0,1 python3 lab/cpu/scores_probe.py SkylakeX --contexts $ctx --blocks 5,16 2>&1
   done | tee $OUT/xeon-scores-probe.log
+  ;;
+eval)  # held-out tau and speed of DFlash settings against target-only, interleaved prompt by prompt
+  # (lab/bench/planner_variants.py; SETTINGS, default target,auto), on 24 held-out prompts x 128
+  budget=${2:?seconds}
+  install || exit 1
+  export DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache}
+  OUT=$OUT timeout $budget taskset -c 0,1 python3 lab/bench/planner_variants.py ${SETTINGS:-target,auto} 4 128 \
+    assets/prompts/eval.jsonl 2>&1 | grep -v '^\[' > $OUT/xeon-eval.log
+  tail -n 6 $OUT/xeon-eval.log
   ;;
 product)
   # product_probe.py: random-weight SmolLM2-shaped target, rows alone vs in blocks / a tree
