@@ -19,7 +19,7 @@
 #   1 and 2 threads; <= 2 min)
 # Local check of everything but the cp312 wheels: NOINSTALL=1 OUT=/tmp/x bash lab/cpu/xeon.sh bench 120 ...
 set -uo pipefail
-phase=${1:?phase: pack | bench | scores | exact | eval | product}
+phase=${1:?phase: pack | bench | scores | exact | eval | costs | product}
 SITE=/tmp/cpusite
 OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
 MODEL=smollm2-135m-instruct-mlx-v1
@@ -92,6 +92,12 @@ eval)  # held-out tau and speed of DFlash settings against target-only, interlea
   OUT=$OUT timeout $budget taskset -c 0,1 python3 lab/bench/planner_variants.py ${SETTINGS:-target,auto} 4 128 \
     assets/prompts/eval.jsonl 2>&1 | grep -v '^\[' > $OUT/xeon-eval.log
   tail -n 6 $OUT/xeon-eval.log
+  ;;
+costs)  # the planner's cost probe (policy.measure_costs, lab/bench/cost_noise.py) N times
+  install || exit 1
+  export DFLASH_CACHE=${DFLASH_CACHE:-/tmp/cache}
+  taskset -c 0,1 python3 -m dflash.builtin > /dev/null || exit 1
+  timeout ${3:-240} taskset -c 0,1 python3 lab/bench/cost_noise.py ${2:-2} 2>&1 | grep -v '^\[' | tee $OUT/xeon-costs.log
   ;;
 product)
   # product_probe.py: random-weight SmolLM2-shaped target, rows alone vs in blocks / a tree
