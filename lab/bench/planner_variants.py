@@ -191,4 +191,8 @@ for v in variants:
     b = res.get("target#" if "#" in v else "target")
     r = np.array(res[v]); print(v, "mean tok/s %.2f" % r.mean(), "mean tau %.2f" % np.mean(taus[v]), "ratio vs target: geo %.3f" % np.exp(np.log(r / np.array(b)).mean()) if b is not None else "")
 out = Path(os.environ.get("OUT", "/tmp")) / ("planner-variants-%s%s-%s-%dx%d.json" % (sys.argv[1].replace(",", "_").replace("~", "old").replace("^", "nospine").replace(".", "before").replace("=", "k").replace("@", "a").replace("%", "-").replace("+", "B").replace("|", "pipe").replace("*", "mlxdraft").replace("#", "mlxops"), "-" + os.environ["DTYPE"] if os.environ.get("DTYPE") else "", Path(sys.argv[4]).stem if len(sys.argv) > 4 else "bench", len(prompts), max_tokens))
-json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
+costs = {str(k): c for k, c in costs_by_sizes.items() if c}  # the planners' cost tables, as probed here
+for k, c in costs.items():
+    print("costs", k, json.dumps({n: v if not isinstance(v, dict) else {m: round(t, 1) for m, t in v.items()}
+                                  for n, v in c.items()}), flush=True)
+json.dump({"env": {k: v for k, v in os.environ.items() if k.startswith(("MLX_", "MLP"))}, "res": res, "tau": taus, "trace": trace, "costs": costs, "prompts": [p["id"] for p in prompts], "device": str(mx.default_device())}, open(out, "w"))
