@@ -165,6 +165,19 @@ def _tree_nodes(pair, cfg):
     return (cfg.tree or default_tree_nodes()), None
 
 
+def warm(pair, progress=lambda message: None) -> None:
+    """Time this host's passes now for the default setting's tree planner (once per pair), so
+    that the first request does not wait for it (~7 s on a 2-core CPU). Nothing to time where
+    the default verifies a fixed shape (a CUDA GPU) or the chain; a sharded target times them at
+    its first request, on every rank at once."""
+    drafter = getattr(pair, "drafter", None)
+    if drafter is None or pair.agree is not None or not pair.target.tree_capable:
+        return
+    if default_tree_nodes() == "auto":
+        progress("timing this host's target passes for the tree planner (once per model)")
+        _costs(pair, drafter.block_size, MAX_TREE)  # what _plan asks for with the defaults
+
+
 def _costs(pair, B, tree_nodes=None) -> dict:
     """Measured forward costs for the planners, once per pair and verify shape."""
     if pair.costs is None or (pair.costs.get("block_size"), pair.costs.get("tree_nodes")) != (B, tree_nodes):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from .config import GenerationConfig
-from .engine import stream
+from .engine import stream, warm
 from .load import Pair, encode_prompt, load_pair
 from .registry import BUILTIN_TARGET, find_drafter
 
@@ -88,7 +88,9 @@ class Worker:
         key = pair_key(model, draft)
         if key in self._pairs:
             return self._pairs[key]
-        pair = self._loader(model, draft, progress=progress or (lambda m: None))
+        progress = progress or (lambda m: None)
+        pair = self._loader(model, draft, progress=progress)
+        warm(pair, progress)  # the planner's cost probe now, not in the first request
         unpinned = [k for k in self._pairs if k not in self._pinned]  # oldest first
         while unpinned and len(self._pairs) >= MAX_PAIRS:
             del self._pairs[unpinned.pop(0)]

@@ -69,3 +69,29 @@ def test_a_job_cancelled_while_waiting_never_runs():
     job.cancel()
     gate.set()
     assert list(busy) == [True] and list(job) == [] and ran == []
+
+
+def test_a_loaded_pair_has_its_planner_costs_timed_before_the_first_request(monkeypatch):
+    import dflash.engine as engine
+    from dflash.config import MAX_TREE, GenerationConfig
+    from dflash.events import Summary
+    from tests.tiny import tiny_drafter, tiny_pair
+
+    probes = []
+    measure = engine.measure_costs
+    monkeypatch.setattr(engine, "measure_costs", lambda *a, **k: probes.append(k) or measure(*a, **k))
+    monkeypatch.setattr(engine, "default_tree_nodes", lambda: "auto")  # a CPU's default
+    w = Worker(loader=lambda model, draft, progress: tiny_pair("llama", tiny_drafter()))
+    lines = [x.message for x in w.prepare("tiny", "tiny-d") if isinstance(x, Status)]
+    assert any("timing this host's target passes" in m for m in lines)
+    assert len(probes) == 1 and probes[0]["tree_nodes"] == MAX_TREE
+    events = list(w.generate([1, 2, 3], GenerationConfig(max_tokens=6), "tiny", "tiny-d"))
+    assert isinstance(events[-1], Summary) and events[-1].verify == "tree auto"
+    assert len(probes) == 1  # the request used the table timed at load
+
+    # nothing to time where the default is a fixed tree (a CUDA GPU) or the target takes no tree
+    monkeypatch.setattr(engine, "default_tree_nodes", lambda: MAX_TREE)
+    list(Worker(loader=lambda model, draft, progress: tiny_pair("llama", tiny_drafter())).prepare("t", "d"))
+    monkeypatch.setattr(engine, "default_tree_nodes", lambda: "auto")
+    list(Worker(loader=lambda model, draft, progress: tiny_pair("qwen3_next", tiny_drafter())).prepare("t", "d"))
+    assert len(probes) == 1
