@@ -148,7 +148,7 @@ def _training_args(t, c: TrainConfig) -> None:
     t.add_argument("--distributed", default="", metavar="BACKEND",
                    help="data-parallel over an mx.distributed group (nccl on CUDA GPUs, ring, mpi): "
                         "one process per device, each a batch of --batch-seqs, gradients averaged; "
-                        "e.g. `mlx.launch --backend nccl -n 2 -m dflash.train ... --distributed nccl`")
+                        "e.g. `mlx.launch --backend nccl -n 2 --python \"$(which python)\" -- -m dflash.train ... --distributed nccl`")
 
 
 def _run_eval(args, say) -> int:
