@@ -53,7 +53,8 @@ PROFILE_REPS = 10
 def load_suites(names: list[str], files: Optional[list[str]] = None,
                 limit: Optional[int] = None) -> dict[str, list[dict]]:
     """{suite: [{"id", "prompt"}, ...]} from `assets/bench/<name>.jsonl`, or from JSONL files
-    given explicitly (the suite is then named after the file's stem)."""
+    given explicitly: a file is one suite named after its stem, or, where its rows carry a
+    "category", one suite per category (ids "<category>-<k>"), `limit` prompts each."""
     paths = [Path(f) for f in files] if files else [SUITE_DIR / f"{n}.jsonl" for n in names]
     suites = {}
     for path in paths:
@@ -69,10 +70,16 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
                 raise ValueError(f"{path}:{n} is not JSON ({e})") from None
             if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
                 raise ValueError(f"{path}:{n} needs a string 'prompt'")
-            rows.append({"id": str(row.get("id", f"{path.stem}-{n}")), "prompt": row["prompt"]})
+            suite = row.get("category", path.stem)
+            if not isinstance(suite, str) or not suite:
+                raise ValueError(f"{path}:{n}: 'category' must be a non-empty string")
+            group = suites.setdefault(suite, [])
+            if not limit or len(group) < limit:
+                default_id = f"{suite}-{len(group) + 1}" if "category" in row else f"{path.stem}-{n}"
+                group.append({"id": str(row.get("id", default_id)), "prompt": row["prompt"]})
+            rows.append(suite)
         if not rows:
             raise ValueError(f"prompt suite {path} is empty")
-        suites[path.stem] = rows[:limit] if limit else rows
     return suites
 
 
@@ -493,7 +500,8 @@ def print_table(doc: dict, file=None) -> None:
     file = file or sys.stdout
     peer = any(r["peer"] for r in doc["prompts"])
     base = any(r.get("mlx_lm") for r in doc["prompts"])
-    head = (f"{'suite':<6} {'id':<14} {'ptok':>5} {'tgt t/s':>8} {'dfl t/s':>8} {'speedup':>7} {'tau':>5} "
+    w = max(6, min(12, max(len(name) for name in doc["suites"])))  # the suite column
+    head = (f"{'suite':<{w}} {'id':<14} {'ptok':>5} {'tgt t/s':>8} {'dfl t/s':>8} {'speedup':>7} {'tau':>5} "
             f"{'acc':>4} {'same':>4} {'draft/verify/rollback ms':>24}")
     if base:
         head += f" {'mlx t/s':>8} {'vs mlx':>6} {'same':>4}"
@@ -503,7 +511,7 @@ def print_table(doc: dict, file=None) -> None:
     print("-" * len(head), file=file)
     for r in doc["prompts"]:
         d, t = r["dflash"], r["target"]
-        line = (f"{r['suite'][:6]:<6} {r['id'][:14]:<14} {r['prompt_tokens']:>5} {t['decode_tok_s']:>8.1f} "
+        line = (f"{r['suite'][:w]:<{w}} {r['id'][:14]:<14} {r['prompt_tokens']:>5} {t['decode_tok_s']:>8.1f} "
                 f"{d['decode_tok_s']:>8.1f} {_x(r['speedup']):>7} {d['tau']:>5.2f} {d['acceptance_rate']:>4.0%} "
                 f"{'yes' if r['identical'] else 'NO':>4} "
                 f"{d['draft_ms']:>7.1f}/{d['verify_ms']:>7.1f}/{d['rollback_ms']:>6.1f}")
@@ -519,7 +527,7 @@ def print_table(doc: dict, file=None) -> None:
         print(line, file=file)
     print("-" * len(head), file=file)
     for name, a in [*doc["suites"].items(), ("all", doc["overall"])]:
-        line = (f"{name[:6]:<6} {'(median)':<14} {'':>5} {a['target_tok_s']:>8.1f} {a['dflash_tok_s']:>8.1f} "
+        line = (f"{name[:w]:<{w}} {'(median)':<14} {'':>5} {a['target_tok_s']:>8.1f} {a['dflash_tok_s']:>8.1f} "
                 f"{_x(a['speedup']):>7} {a['tau']:>5.2f} {a['acceptance_rate']:>4.0%} "
                 f"{a['identical']:>2}/{a['prompts']:<1} "
                 f"{a['draft_ms']:>7.1f}/{a['verify_ms']:>7.1f}/{a['rollback_ms']:>6.1f}")
@@ -647,7 +655,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--suite", choices=[*SUITES, "all"], default="all", help="prompt suite(s) in assets/bench/")
     p.add_argument("--prompts", nargs="+", metavar="FILE.jsonl",
-                   help="benchmark these {id, prompt} JSONL files instead of --suite")
+                   help="benchmark these {id, prompt} JSONL files instead of --suite (rows with a "
+                        "'category' form one suite per category)")
     p.add_argument("--prompts-limit", type=int, default=None, metavar="K", help="first K prompts of each suite")
     p.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="runs per prompt and mode (medians)")
     p.add_argument("--baseline", choices=[peer_mlx_lm.NAME], default=None,

@@ -158,6 +158,20 @@ def test_mlx_lm_baseline_stops_where_target_only_does(setup):
         assert r.token_ids == ref.token_ids[:n] and r.ttft_s > 0
 
 
+def test_a_prompt_file_with_categories_is_one_suite_per_category(tmp_path):
+    rows = [{"category": c, "prompt": f"{c} {i}"} for i in range(3) for c in ("chat", "code")]
+    (tmp_path / "eval.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "mine.jsonl").write_text('{"prompt": "a"}\n{"id": "b", "prompt": "b"}\n')
+    suites = bench.load_suites([], [str(tmp_path / "eval.jsonl"), str(tmp_path / "mine.jsonl")], limit=2)
+    assert {k: [(r["id"], r["prompt"]) for r in v] for k, v in suites.items()} == {
+        "chat": [("chat-1", "chat 0"), ("chat-2", "chat 1")],
+        "code": [("code-1", "code 0"), ("code-2", "code 1")],
+        "mine": [("mine-1", "a"), ("b", "b")]}
+    (tmp_path / "bad.jsonl").write_text('{"category": 3, "prompt": "x"}\n')
+    with pytest.raises(ValueError, match="category"):
+        bench.load_suites([], [str(tmp_path / "bad.jsonl")])
+
+
 def test_bad_suite_lines_are_value_errors(tmp_path):
     (tmp_path / "x.jsonl").write_text('{"id": "a"}\n')
     with pytest.raises(ValueError, match="prompt"):
