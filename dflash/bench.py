@@ -60,7 +60,7 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
     for path in paths:
         if not path.is_file():
             raise ValueError(f"no prompt suite at {path}")
-        rows = []
+        empty = True
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -77,8 +77,8 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
             if not limit or len(group) < limit:
                 default_id = f"{suite}-{len(group) + 1}" if "category" in row else f"{path.stem}-{n}"
                 group.append({"id": str(row.get("id", default_id)), "prompt": row["prompt"]})
-            rows.append(suite)
-        if not rows:
+            empty = False
+        if empty:
             raise ValueError(f"prompt suite {path} is empty")
     return suites
 

@@ -171,11 +171,11 @@ def warm(pair, progress=lambda message: None) -> None:
     the default verifies a fixed shape (a CUDA GPU) or the chain; a sharded target times them at
     its first request, on every rank at once."""
     drafter = getattr(pair, "drafter", None)
-    if drafter is None or pair.agree is not None or not pair.target.tree_capable:
+    if drafter is None or pair.agree is not None:
         return
-    if default_tree_nodes() == "auto":
+    if _tree_nodes(pair, GenerationConfig())[0] == "auto":  # _plan's choice for the defaults
         progress("timing this host's target passes for the tree planner (once per model)")
-        _costs(pair, drafter.block_size, MAX_TREE)  # what _plan asks for with the defaults
+        _costs(pair, drafter.block_size, MAX_TREE)
 
 
 def _costs(pair, B, tree_nodes=None) -> dict:
