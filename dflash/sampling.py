@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
+
+# float32's smallest normal number: a smaller temperature would be 0 (or imprecise) in float32;
+# the distribution is the same (the T -> 0 limit: the top token, or a tie's tokens evenly)
+MIN_TEMPERATURE = float(np.finfo(np.float32).tiny)
 
 
 def sampling_probs(logits: mx.array, temperature: float, top_p: float) -> mx.array:
-    """The distribution a token is sampled from: softmax(logits / T), then nucleus top-p."""
-    p = mx.softmax(logits.astype(mx.float32) / temperature, axis=-1)
+    """The distribution a token is sampled from: softmax(logits / T), then nucleus top-p. The
+    logits are shifted to a maximum of 0 first, so that a tiny T overflows only to -inf (a
+    probability of 0), never to inf - inf = nan."""
+    logits = logits.astype(mx.float32)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    p = mx.softmax(shifted / max(temperature, MIN_TEMPERATURE), axis=-1)
     if top_p >= 1.0:
         return p
-    # keep the smallest set of most likely tokens whose mass reaches top_p
+    # keep the smallest set of most likely tokens whose mass reaches top_p (at least the top one,
+    # also when top_p is below float32's precision)
     order = mx.argsort(-p, axis=-1)
     sorted_p = mx.take_along_axis(p, order, axis=-1)
-    keep_sorted = (mx.cumsum(sorted_p, axis=-1) - sorted_p) < top_p
+    first = mx.arange(p.shape[-1]) == 0
+    keep_sorted = ((mx.cumsum(sorted_p, axis=-1) - sorted_p) < top_p) | first
     keep = mx.put_along_axis(mx.zeros_like(keep_sorted), order, keep_sorted, axis=-1)
     p = mx.where(keep, p, 0.0)
     return p / p.sum(axis=-1, keepdims=True)
