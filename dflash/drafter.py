@@ -9,6 +9,7 @@ context is the target's tapped hidden states projected by `fc` + `hidden_norm`.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -48,10 +49,15 @@ def check_config(cfg: dict) -> None:
     block = cfg.get("block_size", 16)
     if not (_is_int(block) and 2 <= block <= MAX_BLOCK_SIZE):
         raise ValueError(f"drafter config.json: block_size must be an integer in 2..{MAX_BLOCK_SIZE} (got {block!r})")
-    for key in ("rms_norm_eps", "rope_theta"):
+    for key, top in (("rms_norm_eps", 1.0), ("rope_theta", math.inf)):  # an eps >= 1 swamps the norm
         v = cfg.get(key)
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
-            raise ValueError(f"drafter config.json: {key} must be a positive number (got {v!r})")
+        if v is not None and not (_is_number(v) and 0 < v < top):
+            raise ValueError(f"drafter config.json: {key} must be a positive number{' below 1' if top < 2 else ''} "
+                             f"(got {v!r})")
+    if cfg.get("sliding_window") is not None and not (_is_int(cfg["sliding_window"]) and cfg["sliding_window"] > 0):
+        raise ValueError(f"drafter config.json: sliding_window must be a positive integer (got {cfg['sliding_window']!r})")
+    if not isinstance(cfg.get("attention_bias", False), bool):
+        raise ValueError(f"drafter config.json: attention_bias must be true or false (got {cfg['attention_bias']!r})")
     heads, kv = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
     if heads and kv and heads % kv:
         raise ValueError(f"drafter config.json: num_attention_heads ({heads}) must be a multiple of "
@@ -59,6 +65,47 @@ def check_config(cfg: dict) -> None:
     for key in ("dflash_config", "rope_parameters"):
         if not isinstance(cfg.get(key) or {}, dict):
             raise ValueError(f"drafter config.json: {key} must be an object")
+    _check_layer_types(cfg.get("layer_types"), cfg.get("num_hidden_layers"), cfg.get("sliding_window"))
+    _check_rope_scaling(cfg)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _check_layer_types(types, layers, window) -> None:
+    if types is None:
+        return
+    if not (isinstance(types, list) and all(t in LAYER_TYPES for t in types)) or (layers and len(types) != layers):
+        raise ValueError(f"drafter config.json: layer_types must be a list of num_hidden_layers ({layers}) of "
+                         f"{' / '.join(LAYER_TYPES)} (got {json.dumps(types)[:80]})")
+    if "sliding_attention" in types and window is None:
+        raise ValueError("drafter config.json: layer_types has sliding_attention layers but no sliding_window")
+
+
+def _check_rope_scaling(cfg: dict) -> None:
+    """rope_scaling (or a non-default rope_parameters, which from_config reads as it) must be an
+    object mlx-lm builds a RoPE from, with finite numbers and a positive factor."""
+    scaling, rope = cfg.get("rope_scaling"), cfg.get("rope_parameters") or {}
+    if scaling is None and rope.get("rope_type", "default") != "default":
+        scaling = rope
+    if scaling is None:
+        return
+    shown = json.dumps(scaling)[:80]
+    numbers = [v for v in scaling.values() if isinstance(v, (int, float))] if isinstance(scaling, dict) else ()
+    if (not isinstance(scaling, dict) or not all(_is_number(v) for v in numbers if not isinstance(v, bool))
+            or not (_is_number(scaling.get("factor", 1)) and scaling.get("factor", 1) > 0)):
+        raise ValueError(f"drafter config.json: rope_scaling must be an object of finite numbers with a positive "
+                         f"factor (got {shown})")
+    dims = cfg.get("head_dim") or cfg.get("hidden_size", 64) // cfg.get("num_attention_heads", 1)
+    try:  # as the attention layers will
+        initialize_rope(dims, cfg.get("rope_theta", 1_000_000.0), False, scaling, cfg.get("max_position_embeddings", 40960))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        what = f"lacks {e}" if isinstance(e, KeyError) else str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"drafter config.json: rope_scaling {shown} cannot be used ({what})") from None
 
 
 def _check_ids(taps, mask, num_target_layers: int, vocab_size: int) -> None:

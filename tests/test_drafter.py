@@ -6,7 +6,7 @@ import shutil
 import mlx.core as mx
 import pytest
 
-from dflash.drafter import default_taps, load_drafter, save_drafter
+from dflash.drafter import DrafterArgs, default_taps, load_drafter, save_drafter
 from dflash.load import check_pair
 from tests.tiny import VOCAB, tiny_drafter, tiny_pair
 
@@ -134,3 +134,28 @@ def test_draft_vocab_restricts_drafts_and_round_trips(tmp_path):
     np.save(tmp_path / DraftVocab.FILE, np.array([1, VOCAB + 3], dtype=np.int32))
     with pytest.raises(ValueError, match="expected token ids"):
         load_drafter(tmp_path)
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"rope_scaling": 5}, "rope_scaling must be an object"),
+    ({"rope_scaling": {"type": "linear"}}, "rope_scaling {\"type\": \"linear\"} cannot be used (lacks 'factor')"),
+    ({"rope_scaling": {"type": "linear", "factor": 0}}, "positive factor"),
+    ({"rope_scaling": {"type": "yarn", "factor": float("inf")}}, "finite numbers"),
+    ({"rope_scaling": {"type": "warp", "factor": 2}}, "Unsupported RoPE type warp"),
+    ({"rope_parameters": {"rope_type": "linear"}}, "lacks 'factor'"),
+    ({"layer_types": 7}, "layer_types must be a list of num_hidden_layers (2)"),
+    ({"layer_types": ["full_attention"]}, "layer_types must be a list"),
+    ({"layer_types": ["sliding_attention"] * 2}, "no sliding_window"),
+    ({"sliding_window": -4}, "sliding_window must be a positive integer"),
+    ({"rms_norm_eps": float("inf")}, "rms_norm_eps must be a positive number below 1"),
+    ({"rms_norm_eps": 1e30}, "rms_norm_eps must be a positive number below 1"),
+    ({"rope_theta": float("nan")}, "rope_theta must be a positive number"),
+    ({"attention_bias": "yes"}, "attention_bias must be true or false"),
+])
+def test_config_values_that_cannot_run_are_one_line_errors(changes, says):
+    """Each used to end in a traceback, or (an infinite eps) to run at 0 % acceptance."""
+    cfg = tiny_drafter().args.to_config()
+    DrafterArgs.from_config(cfg)  # the tiny drafter's own config is fine
+    with pytest.raises(ValueError) as e:
+        DrafterArgs.from_config({**cfg, **changes})
+    assert says in str(e.value) and "\n" not in str(e.value)
