@@ -30,14 +30,15 @@ if __name__ == "__main__":  # the program chooses how MLX computes before mlx lo
 
     backend.setup()
 
-from dflash.cli import add_distributed_arg
+from dflash.cli import ArgumentParser, add_distributed_arg
 from dflash.cluster import serve_ranks
 from dflash.config import DEFAULT_BLOCK_SIZE, MAX_TOKENS_LIMIT, GenerationConfig, default_block_size
 from dflash.events import Summary
 from dflash.load import encode_prompt
 from dflash.registry import ASSETS, PICKER, find_drafter, supported_bases
 from dflash.replay import SPEEDS, at, duration, schedule
-from dflash.server import create_app, preload
+from dflash.guard import has_surrogate
+from dflash.server import add_listen_args, check_listen, create_app, preload
 from dflash.server import run as run_server
 from dflash.ui import (CSS, LABELS, Race, Run, acceptance_histogram, cycles_chart, metrics_html, named_ids,
                        pane_html, pane_state, position_chart, race_chart, race_views, results_markdown,
@@ -49,6 +50,7 @@ from dflash.worker import Status, Worker, pair_key
 PANE_EVERY, CHART_EVERY = 0.2, 0.5  # seconds between streamed updates (UI-NOTES: throttle)
 REPLAY_EVERY, REPLAY_CHART_FRAMES = 0.1, 3  # a replay's frame interval; the race chart's cursor every 3rd
 HISTORY = 20  # races a session keeps for replay
+MAX_PROMPT_CHARS = 100_000  # the run tokenizes on the model's thread; longer prompts: the API
 CUSTOM = "Custom target + drafter…"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 EXAMPLES = {"target": "mlx-community/Qwen3-4B-4bit", "drafter": "z-lab/Qwen3-4B-DFlash-b16"}
@@ -110,6 +112,10 @@ def parse_settings(prompt, max_tokens, block_size, temperature, seed, adaptive=F
     `lookup`: trees also verify a copy from the context."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type something or pick a preset.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"The prompt has {len(prompt)} characters: the playground takes up to {MAX_PROMPT_CHARS}.")
+    if has_surrogate(prompt):
+        raise ValueError("The prompt holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text.")
     try:
         n, b, s = int(max_tokens), int(block_size), int(seed)
         temp = float(temperature)
@@ -536,7 +542,8 @@ def _prompt_panel(c, presets: dict) -> None:
     with gr.Row():
         c.presets = {name: gr.Button(name.capitalize() + (" prompt" if name == "long" else ""), size="sm",
                                      elem_id=f"preset-{name}") for name in presets}
-    c.prompt = gr.Textbox(presets.get("chat", ""), label="Prompt", lines=6, max_lines=14, elem_id="prompt")
+    c.prompt = gr.Textbox(presets.get("chat", ""), label="Prompt", lines=6, max_lines=14, elem_id="prompt",
+                          max_length=MAX_PROMPT_CHARS)
     with gr.Row():
         c.run_btn = gr.Button("Run both", variant="primary", elem_id="run-btn", scale=3)
         c.stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", scale=1)
@@ -627,13 +634,20 @@ def _wire(pg: Playground, c, presets: dict) -> None:
     c.model.select(pg.choose, [c.model, c.loaded], out(CHOOSE_OUT), api_name="choose", concurrency_limit=None)
 
 
-def serve(demo: gr.Blocks, worker: Worker, args, cluster: Optional[dict] = None, on_stop=None) -> None:
-    """The UI and the OpenAI-compatible API (/v1) on one port, sharing the worker; SIGTERM stops
-    both promptly (server.run). `cluster`, `on_stop`: a sharded target's (--distributed)."""
+def mount(demo: gr.Blocks, worker: Worker, args, cluster: Optional[dict] = None):
+    """The UI and the OpenAI-compatible API (/v1) as one app, sharing the worker, behind the API's
+    guard (dflash/guard.py: foreign origins and hosts, non-JSON posts, uploads, big bodies)."""
     theme = gr.themes.Soft(primary_hue="emerald", secondary_hue="slate")
     demo.queue(default_concurrency_limit=1)
-    api = create_app(worker, args.model, args.draft, cluster)
-    app = gr.mount_gradio_app(api, demo, path="/", theme=theme, css=CSS)
+    api = create_app(worker, args.model, args.draft, cluster, args.host, args.allow_origin)
+    # no file inputs: the guard refuses uploads, and Gradio's own limit would refuse any byte
+    return gr.mount_gradio_app(api, demo, path="/", theme=theme, css=CSS, max_file_size=0)
+
+
+def serve(demo: gr.Blocks, worker: Worker, args, cluster: Optional[dict] = None, on_stop=None) -> None:
+    """Serve mount()'s app; SIGTERM stops both promptly (server.run). `cluster`, `on_stop`: a
+    sharded target's (--distributed)."""
+    app = mount(demo, worker, args, cluster)
     url = f"http://{args.host}:{args.port}"
     print(f"* Running on local URL:  {url}  (OpenAI-compatible API: {url}/v1)", flush=True)
     run_server(app, args.host, args.port, on_stop=on_stop, log_level="warning")
@@ -646,9 +660,8 @@ def custom_models_allowed(host: str, flag: Optional[bool]) -> bool:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="DFlash playground: target-only vs DFlash, side by side.")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=7860)
+    p = ArgumentParser(description="DFlash playground: target-only vs DFlash, side by side.")
+    add_listen_args(p, 7860)
     p.add_argument("--model", default=None, help="target: mlx-lm directory or Hub id (default: embedded SmolLM2)")
     p.add_argument("--draft", default=None, help="drafter: directory or Hub id (default: from the registry)")
     p.add_argument("--allow-custom-models", action=argparse.BooleanOptionalAction, default=None,
@@ -667,6 +680,9 @@ def main(argv=None) -> int:
             return 2
         if ranks is None:
             return 0
+    if (why := check_listen(args.host, args.port)) is not None:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     worker = ranks.worker if ranks else Worker()
     worker.pin(args.model, args.draft)  # the API serves this pair: playground picks never evict it
     print(f"Preparing target {args.model or 'embedded SmolLM2-135M-Instruct'} + drafter "

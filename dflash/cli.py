@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
+import zipfile
 
 from .config import DEFAULT_MAX_TOKENS, MAX_TREE, GenerationConfig
 from .events import Cycle, Prefill, Summary, to_dict
@@ -16,6 +18,13 @@ VERBS = {
     "serve": "dflash.server:main",
     "train": "dflash.train:main",
 }
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's, with a usage mistake on one line rather than the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} ({self.prog} --help shows the usage)\n")
 
 
 def add_generation_args(p: argparse.ArgumentParser) -> None:
@@ -62,7 +71,15 @@ def add_distributed_arg(p: argparse.ArgumentParser) -> None:
 
 
 def generate_main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dflash generate", description="Generate with DFlash or the target alone.")
+    try:
+        return _generate(argv)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback; os._exit, as MLX may still be busy
+        sys.stdout.flush()
+        os._exit(130)
+
+
+def _generate(argv=None) -> int:
+    p = ArgumentParser(prog="python -m dflash generate", description="Generate with DFlash or the target alone.")
     add_model_args(p)
     p.add_argument("text", nargs="?", metavar="PROMPT", help="the prompt (or --prompt)")
     p.add_argument("--prompt", help="the prompt, as a flag")
@@ -78,12 +95,15 @@ def generate_main(argv=None) -> int:
 
     from . import distributed
     from .engine import stream
+    from .guard import has_surrogate
     from .load import encode_prompt, load_pair
 
     log = (lambda m: print(m, file=sys.stderr))
     try:
         if not a.prompt.strip():
             raise ValueError("the prompt is empty")
+        if has_surrogate(a.prompt):  # bytes that argv could not decode
+            raise ValueError("the prompt is not valid UTF-8 text")
         cfg = config_from_args(a, a.mode).validate()
         group = distributed.init(a.distributed) if a.distributed else None
         if group is not None:
@@ -106,11 +126,11 @@ def generate_main(argv=None) -> int:
                       f"acceptance {ev.acceptance_rate:.0%}, decode {ev.decode_tok_s:.1f} tok/s, "
                       f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}"
                       + (f", verified as {ev.verify}" if ev.verify else ""), file=sys.stderr)
-    except ValueError as e:
-        return fail(e)
     except distributed.RankMismatch as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except (ValueError, RuntimeError, zipfile.BadZipFile) as e:  # bad input, a file that cannot load
+        return fail(e)
     return 0
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
+import heapq
+import itertools
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -29,24 +29,29 @@ import threading
 import time
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable, Optional, Union
 
 import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .config import DEFAULT_MAX_TOKENS, GenerationConfig
 from .events import Cycle, Prefill, Summary
+from .guard import Guard, error_body, has_surrogate
 from .load import encode_prompt
 from .registry import BUILTIN_TARGET, base_name, find_drafter
 from .worker import Job, Status, Worker
 
 METRICS_WINDOW = 100
 MAX_STOPS = 4
+MAX_STOP_CHARS = 1000  # far beyond any real stop sequence (chat templates' end markers: < 30)
+MAX_CHARS_PER_TOKEN = 32  # a text prompt longer than this per token of context cannot fit (text: 3-6)
 MAX_BODY_BYTES = 2 * 1024 * 1024  # > any supported context as text or token ids (~260k tokens)
 MAX_DEPTH = 32  # JSON nesting; OpenAI requests nest 5 deep
 SHUTDOWN_GRACE_S = 5  # after SIGTERM, how long open requests may take to end before they are cut
@@ -66,35 +71,16 @@ class APIError(Exception):
         self.counted = False  # already counted in the metrics (by the request's reader thread)
 
 
-def _error_body(message: str, status: int, param=None, code=None) -> dict:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
 def _shutting_down() -> APIError:
     return APIError("the server is shutting down; the generation was cancelled", 503, code="shutting_down")
 
 
 # ---- the request body: size, JSON, text ----
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 async def _body(request: Request) -> dict:
-    """The JSON object of a request; oversized bodies are refused before any parsing."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:  # drain a little more so the client reads the 413, then give up
-            if size > 8 * MAX_BODY_BYTES:
-                break
-            continue
-        chunks.append(chunk)
-    if size > MAX_BODY_BYTES:
-        raise APIError(f"the request body is larger than {MAX_BODY_BYTES} bytes", 413,
-                       code="request_too_large")
+    """The JSON object of a request (the Guard has refused a body over MAX_BODY_BYTES)."""
     try:
-        body = json.loads(b"".join(chunks))
+        body = json.loads(await request.body())
     except RecursionError:
         raise APIError(f"the request body nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
@@ -106,19 +92,18 @@ async def _body(request: Request) -> dict:
 
 
 def _check_text(body: dict) -> None:
-    """Refuse deep nesting and lone UTF-16 surrogates: JSON can escape one ("\\ud800"), but it is
-    not Unicode text, and no tokenizer (nor a UTF-8 response) can take it."""
+    """Refuse deep nesting and lone UTF-16 surrogates (guard.has_surrogate)."""
     stack = [("", body, 1)]
     while stack:
         path, v, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise APIError(f"the request body nests deeper than {MAX_DEPTH} levels")
-        if isinstance(v, str) and not v.isascii() and _SURROGATE.search(v):
+        if isinstance(v, str) and has_surrogate(v):
             raise APIError(f"{path or 'the request body'} holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
                            "escape); send valid Unicode text", param=path or None)
         items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
         for k, x in items:
-            if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
+            if isinstance(k, str) and has_surrogate(k):
                 stack.append((path, k, depth))  # reported as the object holding the key
                 continue
             sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else k)
@@ -185,8 +170,8 @@ def _params(body: dict, chat: bool) -> _Params:
         mode=_field(body, "mode", "string", "dflash"),
         max_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
         block_size=_field(body, "block_size", "integer"),
-        temperature=float(_field(body, "temperature", "number", 0.0)),
-        top_p=float(_field(body, "top_p", "number", 1.0)),
+        temperature=_number(body, "temperature", 0.0),
+        top_p=_number(body, "top_p", 1.0),
         seed=_field(body, "seed", "integer", 0),
         tree=_field(body, "tree", "integer"),
         lookup=_field(body, "lookup", "boolean", True),
@@ -195,10 +180,17 @@ def _params(body: dict, chat: bool) -> _Params:
     stops = body.get("stop")
     stops = [stops] if isinstance(stops, str) else ([] if stops is None else stops)
     if (not isinstance(stops, list) or len(stops) > MAX_STOPS
-            or not all(isinstance(s, str) and s for s in stops)):
-        raise APIError(f"'stop' must be a non-empty string or an array of at most {MAX_STOPS} of them",
-                       param="stop")
+            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)):
+        raise APIError(f"'stop' must be a string of 1..{MAX_STOP_CHARS} characters or an array of at most "
+                       f"{MAX_STOPS} of them", param="stop")
     return _Params(cfg, tuple(stops), _field(body, "stream", "boolean", False))
+
+
+def _number(body: dict, name: str, default: float) -> float:
+    try:
+        return float(_field(body, name, "number", default))
+    except OverflowError:  # an integer of hundreds of digits
+        raise APIError(f"'{name}' is out of range", param=name) from None
 
 
 def _validate(cfg: GenerationConfig, drafter_block_size: Optional[int] = None) -> None:
@@ -278,6 +270,19 @@ class Served:
         except ValueError as e:  # e.g. a chat template that refuses these roles
             raise APIError(str(e), param="messages") from None
 
+    def check_size(self, prompt: Prompt, cfg: GenerationConfig, chat: bool) -> int:
+        """Refuse a prompt too long for the context before tokenizing it (which takes seconds for
+        megabytes of text); returns its size, characters or token ids."""
+        size = sum(len(m["content"]) for m in prompt) if chat else len(prompt)
+        if not self.max_context:
+            return size
+        if not chat and prompt and isinstance(prompt[0], int):
+            self.check(prompt, cfg, chat)
+        elif size > MAX_CHARS_PER_TOKEN * self.max_context:
+            raise APIError(f"the prompt's {size} characters cannot fit the target's context of {self.max_context} "
+                           f"tokens (over {MAX_CHARS_PER_TOKEN} characters per token)", code="context_length_exceeded")
+        return size
+
     def check(self, ids: list[int], cfg: GenerationConfig, chat: bool) -> None:
         """Refuse, before queueing, what the engine would refuse. The context check leaves out
         the few tokens a verify pass adds at the very end: the engine still checks those."""
@@ -301,20 +306,34 @@ def public_name(name: Optional[str]) -> Optional[str]:
 # ---- from engine events to text ----
 
 class StopCutter:
-    """Cuts streamed text at the first stop string, holding back a tail that could begin one."""
+    """Cuts streamed text at the first stop string, holding back a tail that could begin one.
+    Each stop is matched by its KMP automaton: O(1) per character, whatever the stops' length."""
 
     def __init__(self, stops: tuple[str, ...]):
         self.stops, self.text, self.sent, self.stopped = stops, "", 0, False
+        self.fallback = [_prefix_function(s) for s in stops]
+        self.matched = [0] * len(stops)  # characters of each stop that end the text
 
     def add(self, piece: str) -> str:
-        """Append `piece`; return the text that is now safe to send."""
+        """Append `piece`; return the text that is now safe to send (nothing once stopped)."""
+        if self.stopped:
+            return ""
+        start, cut = len(self.text), None
         self.text += piece
-        hits = [i for s in self.stops if (i := self.text.find(s, self.sent)) >= 0]
-        if hits:
-            self.text, self.stopped = self.text[: min(hits)], True
+        for j, s in enumerate(self.stops):
+            k, fallback = self.matched[j], self.fallback[j]
+            for i, c in enumerate(piece, start):
+                while k and s[k] != c:
+                    k = fallback[k - 1]
+                k += s[k] == c
+                if k == len(s):  # the earliest start wins, whichever stop completes first
+                    cut = min(cut if cut is not None else i, i + 1 - k)
+                    break
+            self.matched[j] = k
+        if cut is not None:
+            self.text, self.stopped = self.text[:cut], True
             return self.flush()
-        hold = max((k for s in self.stops for k in range(1, len(s)) if self.text.endswith(s[:k])), default=0)
-        return self._release(max(self.sent, len(self.text) - hold))
+        return self._release(max(self.sent, len(self.text) - max(self.matched, default=0)))
 
     def flush(self) -> str:
         return self._release(len(self.text))
@@ -322,6 +341,17 @@ class StopCutter:
     def _release(self, end: int) -> str:
         out, self.sent = self.text[self.sent:end], end
         return out
+
+
+def _prefix_function(s: str) -> list[int]:
+    """f[i]: the length of the longest proper prefix of s[:i + 1] that is also its suffix."""
+    f, k = [0] * len(s), 0
+    for i in range(1, len(s)):
+        while k and s[i] != s[k]:
+            k = f[k - 1]
+        k += s[i] == s[k]
+        f[i] = k
+    return f
 
 
 @dataclass(frozen=True)
@@ -473,6 +503,32 @@ def _empty_summary(cfg: GenerationConfig, prompt_tokens: int) -> Summary:
     return Summary(**{f.name: given.get(f.name, zero.get(f.type, ())) for f in fields(Summary) if f.init})
 
 
+class ShortestFirst:
+    """A lock that goes to the waiting caller with the least work: a short prompt waits for the
+    one being tokenized, never for a queue of long ones."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._busy = False
+        self._waiting: list[tuple[int, int]] = []  # a heap of (size, arrival)
+        self._arrivals = itertools.count()
+
+    @contextmanager
+    def turn(self, size: int):
+        with self._cond:
+            me = (size, next(self._arrivals))
+            heapq.heappush(self._waiting, me)
+            self._cond.wait_for(lambda: not self._busy and self._waiting[0] == me)
+            heapq.heappop(self._waiting)
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
 class Service:
     """What the routes share: the served pair's checks, metrics, and the jobs in flight."""
 
@@ -488,7 +544,7 @@ class Service:
         self._closed: Optional[asyncio.Future] = None  # set at shutdown: open requests stop waiting
         self._served: Optional[Served] = None
         self._loading = asyncio.Lock()
-        self._tokenizing = threading.Lock()  # one prompt at a time: bounded CPU next to the worker
+        self._tokenizing = ShortestFirst()  # one prompt at a time: bounded CPU next to the worker
 
     def close(self) -> None:
         """Cancel every generation (queued ones never start) and refuse new ones. Called from a
@@ -510,8 +566,8 @@ class Service:
                 self._served = Served.of(pair)
         return self._served
 
-    def _encode(self, served: Served, prompt: Prompt, chat: bool) -> list[int]:
-        with self._tokenizing:
+    def _encode(self, served: Served, prompt: Prompt, chat: bool, size: int) -> list[int]:
+        with self._tokenizing.turn(size):
             return served.encode(prompt, chat)
 
     async def complete(self, request: Request, chat: bool):
@@ -529,7 +585,7 @@ class Service:
                            status=404, param="model", code="model_not_found")
         p = _params(body, chat)
         served = await self.served()
-        ids = await _off_loop(self._encode, served, prompt, chat)
+        ids = await _off_loop(self._encode, served, prompt, chat, served.check_size(prompt, p.cfg, chat))
         served.check(ids, p.cfg, chat)
         shape = _Shape(f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}", chat, self.model_id)
         start = self._start if p.cfg.max_tokens else self._nothing
@@ -644,7 +700,7 @@ def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def _api_error(request, e: APIError):
         if not e.counted:
             metrics.error()
-        return JSONResponse(_error_body(str(e), e.status, e.param, e.code), status_code=e.status)
+        return JSONResponse(error_body(str(e), e.status, e.param, e.code), status_code=e.status)
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request, e: ClientDisconnect):  # the client left mid-upload: nobody to answer
@@ -652,21 +708,28 @@ def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, e: StarletteHTTPException):
-        return JSONResponse(_error_body(f"{request.method} {request.url.path}: {e.detail}", e.status_code),
+        return JSONResponse(error_body(f"{request.method} {request.url.path}: {e.detail}", e.status_code),
                             status_code=e.status_code)
 
     @app.exception_handler(Exception)
     async def _server_error(request, e: Exception):
         metrics.error()
-        return JSONResponse(_error_body(f"internal error: {type(e).__name__}: {e}", 500), status_code=500)
+        return JSONResponse(error_body(f"internal error: {type(e).__name__}: {e}", 500), status_code=500)
 
 
 def create_app(worker: Worker, model: Optional[str] = None, draft: Optional[str] = None,
-               cluster: Optional[dict] = None) -> FastAPI:
+               cluster: Optional[dict] = None, bind: str = "127.0.0.1", allow_origins=()) -> FastAPI:
     """The API app. `model`/`draft` are passed to the worker as given (None: the defaults);
-    `cluster`: a sharded target's record (cluster.serving_record), shown in /metrics."""
+    `cluster`: a sharded target's record (cluster.serving_record), shown in /metrics; `bind`,
+    `allow_origins`: the address served and the web origins let in (guard.Guard, which also
+    guards a UI mounted on this app)."""
     api = Service(worker, model, draft)
     app = FastAPI(title="DFlash", docs_url=None, redoc_url=None, openapi_url=None)
+    allow_origins = [o.strip().rstrip("/").lower() for o in allow_origins if o.strip()]
+    if allow_origins:  # their pages need CORS answers to read ours (the Guard, added last, runs first)
+        app.add_middleware(CORSMiddleware, allow_origins=allow_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["*"])
+    app.add_middleware(Guard, bind=bind, allow_origins=allow_origins, max_body=MAX_BODY_BYTES)
     app.state.api = api
     _add_error_handlers(app, api.metrics)
     started = int(time.time())
@@ -758,7 +821,7 @@ async def _sse(shape: _Shape, job: Job, inbox: asyncio.Queue, closed: asyncio.Fu
                     raise _as_api_error(value)
                 yield _event(shape.chunk(None, _finished(value)))
             except APIError as e:
-                yield _event(_error_body(str(e), e.status, e.param, e.code))
+                yield _event(error_body(str(e), e.status, e.param, e.code))
             break
         yield "data: [DONE]\n\n"
     finally:
@@ -798,18 +861,57 @@ def run(app: FastAPI, host: str, port: int, on_stop: Optional[Callable[[], None]
     return server.interrupted
 
 
-def main(argv=None) -> int:
-    from .cli import add_distributed_arg, add_model_args, fail
-    from .cluster import serve_ranks
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(text)
+    return port
 
-    p = argparse.ArgumentParser(prog="python -m dflash serve",
-                                description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
-                                            "(limits and errors: docs/api.md).")
+
+_port.__name__ = "port (0..65535)"  # argparse names the type in its error
+
+
+def add_listen_args(p: argparse.ArgumentParser, port: int) -> None:
+    """--host, --port and --allow-origin, as `serve` and the playground take them."""
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=_port, default=port)
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web origin (scheme://host[:port]) whose pages may call this server, repeatable; "
+                        "'*' for any, which also answers any Host header (docs/api.md)")
+
+
+def check_listen(host: str, port: int) -> Optional[str]:
+    """Why the server could not listen on host:port, found before the minutes a load can take."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as e:
+        return f"cannot listen on {host}:{port}: {e.strerror or e}"
+    return None
+
+
+def main(argv=None) -> int:
+    from .cli import ArgumentParser, add_distributed_arg, add_model_args
+
+    p = ArgumentParser(prog="python -m dflash serve",
+                       description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
+                                   "(limits and errors: docs/api.md).")
     add_model_args(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    add_listen_args(p, 8000)
     add_distributed_arg(p)
     a = p.parse_args(argv)
+    try:
+        return _serve(a)
+    except KeyboardInterrupt:  # Ctrl-C while the pair loads: no traceback, no abort in MLX's threads
+        sys.stderr.flush()
+        os._exit(130)
+
+
+def _serve(a) -> int:
+    from .cli import fail
+    from .cluster import serve_ranks
 
     ranks = None
     if a.distributed:  # rank 0 serves; the others follow its requests here until it stops
@@ -819,20 +921,16 @@ def main(argv=None) -> int:
             return fail(e)
         if ranks is None:
             return 0
-    try:  # before the minutes a load can take: is the port free?
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-            probe.bind((a.host, a.port))
-    except OSError as e:  # anything but a taken port is left to uvicorn to report
-        if e.errno == errno.EADDRINUSE:
-            return fail(ValueError(f"cannot listen on {a.host}:{a.port}: {e.strerror}"))
+    if (why := check_listen(a.host, a.port)) is not None:
+        return fail(ValueError(why))
     worker = ranks.worker if ranks else Worker()
     try:
         pair = preload(worker, a.model, a.draft, progress=lambda m: print(m, file=sys.stderr, flush=True))
         cluster = ranks.record(pair) if ranks else None
     except (ValueError, RuntimeError) as e:
         return fail(e)
-    if run(create_app(worker, a.model, a.draft, cluster), a.host, a.port, on_stop=ranks and ranks.stop):
+    app = create_app(worker, a.model, a.draft, cluster, a.host, a.allow_origin)
+    if run(app, a.host, a.port, on_stop=ranks and ranks.stop):
         sys.stderr.flush()
         os._exit(130)  # Ctrl-C; not sys.exit: finalizing the interpreter under a busy MLX worker thread aborts
     return 0

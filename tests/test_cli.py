@@ -1,6 +1,7 @@
 """`python -m dflash generate` end to end on a tiny model saved to disk."""
 
 import json
+import os
 import shutil
 import signal
 import socket
@@ -182,3 +183,60 @@ def test_serve_on_a_taken_port_says_so_before_loading(dirs, tmp_path):
         r = subprocess.run([sys.executable, "-m", "dflash", "serve", "--model", str(tmp_path / "never-loaded"),
                             "--port", str(taken.getsockname()[1])], capture_output=True, text=True, timeout=120)
     assert "cannot listen on 127.0.0.1" in one_error_line(r) and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("verb, args, says", [
+    ("generate", ["--bogus", "hi"], "unrecognized arguments: --bogus"),
+    ("generate", ["--max-tokens", "ten", "hi"], "argument --max-tokens: invalid int value: 'ten'"),
+    ("serve", ["--port", "99999"], "invalid port (0..65535) value: '99999'"),
+    ("serve", ["--port", "-1"], "invalid port (0..65535) value: '-1'"),
+    ("serve", ["--host", "256.1.1.1", "--model", "/never/loaded"], "cannot listen on 256.1.1.1:8000"),
+])
+def test_bad_flags_are_one_line(verb, args, says):
+    """argparse's usage block, an OverflowError traceback, or a load first and uvicorn's lines, before."""
+    r = subprocess.run([sys.executable, "-m", "dflash", verb, *args], capture_output=True, text=True, timeout=120)
+    assert says in one_error_line(r) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_undecodable_prompt_bytes_are_one_line(dirs):
+    model, drafter = dirs
+    r = subprocess.run([sys.executable, "-m", "dflash", "generate", "--model", str(model), "--draft", str(drafter),
+                        b"hi \xff\xfe"], capture_output=True, text=True, timeout=120)
+    assert "the prompt is not valid UTF-8 text" in one_error_line(r)
+
+
+def test_a_tiny_temperature_is_the_greedy_answer(dirs):
+    """1e-300 is 0 in float32: the sampler divided by it and answered nothing."""
+    model, drafter = dirs
+    common = ["--model", str(model), "--draft", str(drafter), "--prompt", "t7 t9", "--no-chat-template",
+              "--max-tokens", "12", "--json"]
+    runs = [generate(*common, *extra) for extra in ([], ["--temperature", "1e-300"], ["--top-p", "1e-300",
+                                                                                      "--temperature", "1"])]
+    greedy, *tiny = [json.loads(r.stdout.splitlines()[-1]) for r in runs]
+    assert len(greedy["token_ids"]) == 12 and all(t["token_ids"] == greedy["token_ids"] for t in tiny)
+
+
+def interrupted(cmd: list, stream: str) -> str:
+    """Run cmd, send Ctrl-C once it has written to `stream` ("stdout" or "stderr"); all it wrote."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = os.read(getattr(p, stream).fileno(), 1)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 130, (p.returncode, err[-2000:])
+    return (first + out + err).decode(errors="replace")
+
+
+def test_ctrl_c_during_generate_or_while_serve_loads_exits_130_quietly():
+    """The embedded pair: a load and a generation long enough to interrupt."""
+    gen = interrupted([sys.executable, "-m", "dflash", "generate", "--mode", "target", "--no-chat-template",
+                       "--max-tokens", "2000", "1, 2, 3, 4, 5,"], "stdout")  # its first token
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = interrupted([sys.executable, "-m", "dflash", "serve", "--port", str(port)], "stderr")  # loading...
+    for out in (gen, serve):
+        assert "Traceback" not in out and "terminate" not in out, out[-2000:]
+    assert "Uvicorn running" not in serve and "Application startup" not in serve  # it was loading

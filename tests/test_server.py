@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
 import socket
 import threading
@@ -14,7 +15,7 @@ import requests
 import uvicorn
 
 from dflash.registry import BUILTIN_DRAFTER
-from dflash.server import MAX_BODY_BYTES, StopCutter, create_app
+from dflash.server import MAX_CHARS_PER_TOKEN, MAX_STOP_CHARS, ShortestFirst, StopCutter, create_app
 from dflash.worker import Worker
 from tests.tiny import tiny_drafter, tiny_pair
 
@@ -41,6 +42,7 @@ def url():
 
 
 TIMEOUT = 600  # generous: the embedded pair is slow on a busy CPU
+JSON = {"Content-Type": "application/json"}
 
 
 def post(url, path, **body):
@@ -141,6 +143,42 @@ def test_stop_cutter_holds_back_prefixes():
     assert c.stopped and c.text == "abcSTxy"
 
 
+class QuadraticCutter(StopCutter):
+    """The former StopCutter, the reference: a `find` per stop and a suffix scan per token."""
+
+    def add(self, piece: str) -> str:
+        if self.stopped:
+            return ""
+        self.text += piece
+        hits = [i for s in self.stops if (i := self.text.find(s, self.sent)) >= 0]
+        if hits:
+            self.text, self.stopped = self.text[: min(hits)], True
+            return self.flush()
+        hold = max((k for s in self.stops for k in range(1, len(s)) if self.text.endswith(s[:k])), default=0)
+        return self._release(max(self.sent, len(self.text) - hold))
+
+
+def test_stop_cutter_matches_the_reference_on_random_pieces():
+    rng = random.Random(0)
+    for _ in range(3000):
+        stops = tuple("".join(rng.choices("ab", k=rng.randint(1, 5))) for _ in range(rng.randint(1, 3)))
+        pieces = ["".join(rng.choices("abc", k=rng.randint(0, 4))) for _ in range(rng.randint(1, 8))]
+        fast, slow = StopCutter(stops), QuadraticCutter(stops)
+        assert [fast.add(p) for p in pieces] == [slow.add(p) for p in pieces], (stops, pieces)
+        assert (fast.flush(), fast.text, fast.stopped) == (slow.flush(), slow.text, slow.stopped)
+
+
+def test_long_stop_strings_cost_linear_time():
+    """Four stops of the longest length, each one character from matching at every token: the
+    former cutter took 4 s here (quadratic in the stop's length, per token), this one 15 ms."""
+    stops = tuple("a" * (MAX_STOP_CHARS - 1) + end for end in "bcde")
+    c, t = StopCutter(stops), time.perf_counter()
+    sent = "".join(c.add("a") for _ in range(4000))
+    assert time.perf_counter() - t < 1.0
+    assert sent == "a" * (4000 - MAX_STOP_CHARS + 1) and not c.stopped  # a possible stop's start held back
+    assert c.add("b") == "" and c.stopped and c.text == sent
+
+
 BAD = [  # (path, body, status, param)
     ("/v1/chat/completions", "{not json", 400, None),
     ("/v1/chat/completions", [1, 2], 400, None),
@@ -175,7 +213,11 @@ BAD = [  # (path, body, status, param)
      "messages[0].content"),
     ("/v1/completions", "[" * 100000 + "]" * 100000, 400, None),
     ("/v1/completions", '{"prompt": "x", "metadata": ' + "[" * 40 + "]" * 40 + "}", 400, None),
-    ("/v1/completions", '{"prompt": "' + "x" * (MAX_BODY_BYTES + 1) + '"}', 413, None),
+    # numbers Python's float cannot hold, stop strings past their bound
+    ("/v1/completions", '{"prompt": "x", "temperature": 1' + "0" * 400 + "}", 400, "temperature"),
+    ("/v1/completions", '{"prompt": "x", "top_p": 1' + "0" * 400 + "}", 400, "top_p"),
+    ("/v1/completions", {"prompt": "x", "stop": "s" * (MAX_STOP_CHARS + 1)}, 400, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
     # what we cannot honour is refused by name, never silently ignored
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True}, 400, "logprobs"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
@@ -192,7 +234,7 @@ BAD = [  # (path, body, status, param)
 def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(url):
     before = requests.get(url + "/metrics", timeout=10).json()["totals"]["errors"]
     for path, body, status, param in BAD:
-        kw = {"data": body} if isinstance(body, str) else {"json": body}
+        kw = {"data": body, "headers": JSON} if isinstance(body, str) else {"json": body}
         r = requests.post(url + path, timeout=60, **kw)
         assert r.status_code == status, (body, r.text)
         err = r.json()["error"]
@@ -205,6 +247,44 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(url):
     before += 2
     assert requests.get(url + "/metrics", timeout=10).json()["totals"]["errors"] == before + len(BAD)
     assert post(url, "/v1/completions", prompt="x", max_tokens=4).json()["usage"]["completion_tokens"] == 4
+
+
+def test_tiny_temperature_or_top_p_is_the_greedy_answer(url):
+    """1e-300 is 0 in float32: the sampler used to divide by it and answer "" (finish "stop")."""
+    greedy = post(url, "/v1/completions", prompt="abc", max_tokens=12).json()["choices"][0]
+    for fields in ({"temperature": 1e-300}, {"temperature": 1e-45}, {"temperature": 1e-30},
+                   {"temperature": 1.0, "top_p": 1e-300}):
+        r = post(url, "/v1/completions", prompt="abc", max_tokens=12, **fields).json()
+        assert r["choices"][0] == greedy, fields
+
+
+def test_a_prompt_too_long_for_any_tokenization_is_refused_before_tokenizing(url):
+    n = MAX_CHARS_PER_TOKEN * 512 + 1  # the tiny target's context: 512
+    r = post(url, "/v1/completions", prompt="x" * n, max_tokens=1)
+    assert r.status_code == 400 and f"prompt's {n} characters cannot fit" in r.json()["error"]["message"]
+    r = post(url, "/v1/completions", prompt=[5] * 600, max_tokens=1)  # token ids: counted as they are
+    assert r.status_code == 400 and "prompt (600 tokens)" in r.json()["error"]["message"]
+
+
+def test_tokenizing_goes_to_the_shortest_prompt_first():
+    gate, order, ready = ShortestFirst(), [], threading.Event()
+
+    def tokenize(size):
+        with gate.turn(size):
+            ready.set()
+            order.append(size)
+            time.sleep(0.2 if size == 10**6 else 0)
+
+    first = threading.Thread(target=tokenize, args=(10**6,))
+    first.start()
+    ready.wait()
+    queued = [threading.Thread(target=tokenize, args=(size,)) for size in (10**6 - 1, 900_000, 20)]
+    for t in queued:
+        t.start()
+        time.sleep(0.02)
+    for t in [first, *queued]:
+        t.join()
+    assert order == [10**6, 20, 900_000, 10**6 - 1]
 
 
 def test_tree_field(url):
@@ -323,7 +403,7 @@ def test_non_streaming_client_that_leaves_cancels_its_generation(slow):
     host, port = base.removeprefix("http://").split(":")
     body = json.dumps(LONG).encode()
     with socket.create_connection((host, int(port))) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         assert started.wait(60)
     rec = record(base, after=before)
@@ -394,7 +474,8 @@ def test_upload_cut_short_is_not_a_server_error(url):
     before = metrics(url)["totals"]["errors"]
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"pro")
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"pro")
     assert post(url, "/v1/completions", prompt="x", max_tokens=4).status_code == 200
     assert metrics(url)["totals"]["errors"] == before
 
