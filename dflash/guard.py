@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 UPLOADS = ("/gradio_api/upload", "/upload")
+CHECKED = ("host", "origin", "content-type", "content-length")
 
 
 def error_body(message: str, status: int, param=None, code=None) -> dict:
@@ -78,7 +79,13 @@ class Guard:
 
     def refusal(self, scope) -> tuple[int, str, str] | None:
         """(status, code, message) for a request that must not reach the app, else None."""
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        headers, seen = {}, []
+        for k, v in scope.get("headers", ()):
+            seen.append(k := k.decode("latin-1").lower())
+            headers.setdefault(k, v.decode("latin-1"))
+        twice = [k for k in CHECKED if seen.count(k) > 1]
+        if twice:  # which one would the app read? (no browser sends two)
+            return 400, "duplicate_header", f"the request has more than one {twice[0]} header"
         host = headers.get("host", "")
         name, port = _split(host)
         if self.check_host and not (is_loopback(name) or name in self.hosts):

@@ -143,3 +143,11 @@ def test_opting_in():
     assert ok(anything, "attacker.example", EVIL) and not ok(anything, "localhost", kind="text/plain")
     assert is_loopback("127.0.0.2") and is_loopback("[::1]") and is_loopback("app.localhost")
     assert not is_loopback("localhost.evil.example") and not is_loopback("")
+
+
+def test_a_checked_header_sent_twice_is_refused():
+    """Round 3: a second Content-Type got past a guard that read the last one."""
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions",
+             "headers": [(b"host", b"localhost"), (b"content-type", b"text/plain"),
+                         (b"content-type", b"application/json")]}
+    assert Guard(None).refusal(scope)[:2] == (400, "duplicate_header")
