@@ -254,23 +254,41 @@ class Attention(nn.Module):
         k = self.rope(self.k_norm(self._heads(self.k_proj(x), self.n_kv)), offset=offset)
         return k, self._heads(self.v_proj(x), self.n_kv)
 
+    def visible(self, n_ctx: int, n_block: int):
+        """(start, mask): the block's queries see context keys from `start` on, and of those
+        and the block's keys the ones `mask` [n_block, keys] marks (a numpy array; None: all).
+        A full layer sees the whole context; a sliding layer its last `window` positions: its
+        cost then stops growing with the context, and past its training length its attention
+        stays on what training showed it."""
+        if self.window is None:
+            return 0, None
+        start = max(0, n_ctx - self.window + 1)
+        if start == 0 and n_ctx + n_block <= self.window:
+            return 0, None
+        return start, sliding_mask(n_ctx, n_block, self.window, start)
+
     def __call__(self, x, ctx_k, ctx_v, offset, mask=None) -> mx.array:
-        """Block queries at positions offset.. attend to [context ; block], bidirectionally."""
+        """Block queries at positions offset.. attend to [context ; block], bidirectionally (a
+        sliding layer: to the context's last `window` positions, as sliding_mask says)."""
         B, L, _ = x.shape
         q = self.rope(self.q_norm(self._heads(self.q_proj(x), self.n_heads)), offset=offset)
         k, v = self.kv(x, offset)
+        if mask is None:
+            start, seen = self.visible(ctx_k.shape[2], L)
+            ctx_k, ctx_v = ctx_k[:, :, start:], ctx_v[:, :, start:]
+            mask = None if seen is None else mx.array(seen)
         keys = mx.concatenate([ctx_k, k], axis=2)
         values = mx.concatenate([ctx_v, v], axis=2)
-        if self.window is not None and mask is None:
-            mask = sliding_mask(ctx_k.shape[2], L, self.window)
         out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
 
 
-def sliding_mask(n_ctx: int, n_block: int, window: int) -> mx.array:
-    """Block query at position n_ctx+i sees keys at absolute positions > n_ctx+i-window."""
-    q_pos = n_ctx + mx.arange(n_block)[:, None]
-    k_pos = mx.concatenate([mx.arange(n_ctx), n_ctx + mx.arange(n_block)])[None]
+def sliding_mask(n_ctx: int, n_block: int, window: int, start: int = 0):
+    """[n_block, n_ctx - start + n_block] bool: block query at position n_ctx+i sees keys at
+    absolute positions > n_ctx+i-window (the keys: context positions start.., then the block).
+    A numpy array (host_draft.py takes it as it is; mx ops take it as an array)."""
+    q_pos = n_ctx + np.arange(n_block)[:, None]
+    k_pos = np.arange(start, n_ctx + n_block)[None]
     return k_pos > q_pos - window
 
 

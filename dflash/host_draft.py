@@ -19,14 +19,15 @@ import mlx.core as mx
 import numpy as np
 
 ENABLED = True  # off: the drafter computes in MLX on a CPU too (A/B runs)
+LAYERS = ("full_attention", "sliding_attention")
 
 
 def runs(drafter) -> bool:
     """Whether the drafter's block pass runs this way here: on a CPU, for the layers it
-    implements (full attention, plain RoPE)."""
+    implements (full or sliding attention, plain RoPE)."""
     a = drafter.args
     return (ENABLED and mx.default_device() == mx.cpu and a.rope_scaling is None
-            and all(t == "full_attention" for t in (a.layer_types or ["full_attention"])))
+            and all(t in LAYERS for t in (a.layer_types or ["full_attention"])))
 
 
 def forward(drafter, block_embeds: mx.array, cache: list) -> mx.array:
@@ -44,11 +45,15 @@ def forward(drafter, block_embeds: mx.array, cache: list) -> mx.array:
         q = _rotate(_rms(_heads(q, Hq), attn.q_norm, eps), rope)  # [Hq, L, D]
         k = _rotate(_rms(_heads(k, Hkv), attn.k_norm, eps), rope)
         keys, values = mx.array(k)[None], mx.array(_heads(v, Hkv))[None]
+        start, mask = attn.visible(c.offset, L)
         if c.offset:
             ctx_k, ctx_v = c.keys_and_values()
-            keys, values = mx.concatenate([ctx_k, keys], 2), mx.concatenate([ctx_v, values], 2)
+            keys = mx.concatenate([ctx_k[:, :, start:], keys], 2)
+            values = mx.concatenate([ctx_v[:, :, start:], values], 2)
         q = mx.array(q.reshape(Hkv, Hq // Hkv, L, -1) * attn.scale)
         s = _np(q @ keys[0][:, None].swapaxes(-1, -2))  # [Hkv, G, L, S]
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
         p = np.exp(s - s.max(-1, keepdims=True))
         o = mx.array(p / p.sum(-1, keepdims=True)) @ values[0][:, None]  # [Hkv, G, L, D]
         h = h + _np(attn.o_proj(o.reshape(Hq, L, -1).transpose(1, 0, 2).reshape(L, -1)))

@@ -39,6 +39,10 @@ def drafter_with(**changes):
     pytest.param(lambda: tiny_drafter(taps=(0, 2)), id="gqa"),
     pytest.param(lambda: drafter_with(num_key_value_heads=4), id="mha"),
     pytest.param(lambda: drafter_with(attention_bias=True), id="biases"),
+    # windows of 4 and 9 cross the 7-token context and the 8-token block
+    pytest.param(lambda: drafter_with(layer_types=["sliding_attention", "full_attention"],
+                                      sliding_window=4), id="sliding-4"),
+    pytest.param(lambda: drafter_with(layer_types=["sliding_attention"] * 2, sliding_window=9), id="sliding-9"),
 ])
 def test_host_pass_equals_the_mlx_layers(drafter, monkeypatch):
     d = drafter()
@@ -56,8 +60,8 @@ def test_layers_it_does_not_implement_stay_mlx(monkeypatch):
     monkeypatch.setattr(host_draft, "ENABLED", True)
     sliding = drafter_with(layer_types=["sliding_attention", "full_attention"], sliding_window=4)
     scaled = drafter_with(rope_scaling={"type": "linear", "factor": 2.0})
-    assert host_draft.runs(tiny_drafter())
-    assert not host_draft.runs(sliding) and not host_draft.runs(scaled)
+    assert host_draft.runs(tiny_drafter()) and host_draft.runs(sliding)
+    assert not host_draft.runs(scaled)
 
 
 def test_the_engine_drafts_through_it_and_stays_lossless(monkeypatch):
@@ -74,3 +78,28 @@ def test_the_engine_drafts_through_it_and_stays_lossless(monkeypatch):
     assert calls, "the engine's drafts did not use the host pass"
     target = runs["target", None].token_ids
     assert runs["dflash", 0].token_ids == target and runs["dflash", 7].token_ids == target
+
+
+def test_a_sliding_layer_sees_the_context_s_last_window_positions():
+    """The sliced keys plus their mask give what attending over the whole context with the
+    sliding mask gives; a window wider than context + block changes nothing."""
+    from dflash.drafter import sliding_mask
+    full = drafter_with()
+    wide = drafter_with(layer_types=["sliding_attention"] * 2, sliding_window=64)
+    narrow = drafter_with(layer_types=["sliding_attention"] * 2, sliding_window=5)
+    attn = narrow.layers[0].self_attn
+    assert attn.visible(3, 2) == (0, None)  # all 5 keys inside the window
+    start, mask = attn.visible(20, 8)
+    assert start == 16 and mask.shape == (8, 12)
+    assert (mask == sliding_mask(20, 8, 5)[:, 16:]).all() and not sliding_mask(20, 8, 5)[:, :16].any()
+    mx.random.seed(1)
+    x = mx.random.normal((1, 8, 32))
+    ck, cv = (mx.random.normal((1, 2, 20, 8)) for _ in range(2))
+    for d in (wide, narrow):
+        d.layers[0].self_attn.update(full.layers[0].self_attn.parameters())
+    got = narrow.layers[0].self_attn(x, ck, cv, 20)
+    want = full.layers[0].self_attn(x, ck, cv, 20, mask=mx.array(sliding_mask(20, 8, 5)))
+    np.testing.assert_allclose(np.array(got), np.array(want), atol=1e-5)
+    np.testing.assert_allclose(np.array(wide.layers[0].self_attn(x, ck, cv, 20)),
+                               np.array(full.layers[0].self_attn(x, ck, cv, 20)), atol=1e-6)
+    assert not np.allclose(np.array(got), np.array(full.layers[0].self_attn(x, ck, cv, 20)), atol=1e-3)

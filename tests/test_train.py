@@ -139,12 +139,17 @@ def test_split_keeps_a_prompt_on_one_side(setup):
     assert not set(groups[_split(two, 0.25, 0)[0]]).isdisjoint(groups[_split(two, 0.25, 0)[1]])
 
 
-def test_training_forward_matches_the_engine_view(setup):
+@pytest.mark.parametrize("window", [None, 5, 12])
+def test_training_forward_matches_the_engine_view(setup, window):
     """A training row (anchor a, context < a) gives the same logits as the engine's drafter
-    after prefilling the first a tokens."""
+    after prefilling the first a tokens; with sliding layers (a window shorter than the block,
+    one crossing the context) too."""
     _, model, tok, ds = setup
     target = Target(model, "llama", [0, 2])
-    drafter = Drafter(T.drafter_args_for(target, tok, cfg_for("x")))
+    args = T.drafter_args_for(target, tok, cfg_for("x"))
+    if window:
+        args.layer_types, args.sliding_window = ["sliding_attention", "full_attention"], window
+    drafter = Drafter(args)
     drafter.set_dtype(mx.float32)
     b = T.sample_blocks(ds, np.array([0, 1]), np.random.default_rng(0), 64, 8, 3, VOCAB - 1, 0)
     feats = T.target_features(target, mx.array(b["ids"]))

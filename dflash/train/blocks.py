@@ -3,6 +3,8 @@ seeing the context before a, weighted cross-entropy; and `walk`, the engine's cy
 
 from __future__ import annotations
 
+from typing import Optional
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -103,16 +105,30 @@ def drafter_forward(drafter: Drafter, io: FrozenIO, feats: mx.array, block: mx.a
     """Block hidden states [R, B, H]: row r is a block at position anchors[r] of sequence rows[r],
     seeing that sequence's context at positions < anchors[r] (as the engine's cache would);
     with dropout p on the layers' residual branches."""
-    L = feats.shape[1]
     ctx = drafter.project(feats)
     h = io.embed(block).astype(drafter.fc.weight.dtype)
-    seen = mx.arange(L)[None] < anchors[:, None]
-    mask = mx.concatenate([seen, mx.ones((len(anchors), block.shape[1]), dtype=mx.bool_)], 1)
-    mask = mask[:, None, None, :]
+    masks = {}  # per window (None: a full layer)
     for layer in drafter.layers:
+        w = layer.self_attn.window
+        if w not in masks:
+            masks[w] = context_mask(feats.shape[1], block.shape[1], anchors, w)
         k, v = layer.self_attn.kv(ctx, 0)
-        h = layer_forward(layer, h, k[rows], v[rows], anchors, mask, p)
+        h = layer_forward(layer, h, k[rows], v[rows], anchors, masks[w], p)
     return drafter.norm(h)
+
+
+def context_mask(L: int, B: int, anchors: mx.array, window: Optional[int] = None) -> mx.array:
+    """[R, 1, 1 or B, L + B] bool: what a block at position anchors[r] sees of its sequence's L
+    context positions and of itself, as the engine's cache gives it: the positions before the
+    anchor (for a sliding layer, those a query at anchor+i sees: > anchor+i-window)."""
+    pos = mx.arange(L)[None, None]
+    seen = pos < anchors[:, None, None]  # [R, 1, L]
+    block = mx.ones((len(anchors), 1, B), dtype=mx.bool_)
+    if window is not None:
+        q_pos = anchors[:, None, None] + mx.arange(B)[None, :, None]  # [R, B, 1]
+        seen = seen & (pos > q_pos - window)
+        block = (mx.arange(B)[None, None] > mx.arange(B)[None, :, None] - window) & block
+    return mx.concatenate([seen, block], axis=-1)[:, None]
 
 
 def block_loss(drafter, io, feats, block, labels, valid, anchors, rows, weights, p: float = 0.0):
