@@ -194,6 +194,9 @@ class _CheckedPlanner:
     def max_nodes(self) -> int:
         return self.inner.max_nodes
 
+    def at(self, context: int) -> None:
+        self.inner.at(context)
+
     def next_k(self, copy_logp=()) -> int:
         k = self.inner.next_k(copy_logp)
         self.agree.check(k, "the next verify length")

@@ -92,6 +92,8 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
             out.finish = "cancelled"
             break
         copy = seen.propose() if seen is not None else ([], [])  # from earlier in the context
+        if planner:
+            planner.at(len(prompt_ids) + len(out.ids))  # passes cost more as the context grows
         k = planner.next_k(copy[1]) if planner else B  # 1: a plain target step
         shape = ((), (), ())
         if k == 1:
@@ -144,7 +146,7 @@ def _plan(pair, cfg, n_prompt):
             f"target's context of {target.max_context} tokens")
     planner = None
     if nodes == "auto":  # tree size per cycle from measured costs (policy.py)
-        planner = TreePlanner(_costs(pair, B, MAX_TREE))
+        planner = TreePlanner(_costs(pair, B, MAX_TREE), margin=pair.backend.tree_margin)
     elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
         planner = Planner(_costs(pair, B), B)
     if planner and pair.agree is not None:  # a sharded target: its choices checked on every rank
@@ -167,9 +169,9 @@ def _tree_nodes(pair, cfg):
 
 def warm(pair, progress=lambda message: None) -> None:
     """Time this host's passes now for the default setting's tree planner (once per pair), so
-    that the first request does not wait for it (~7 s on a 2-core CPU). Nothing to time where
-    the default verifies a fixed shape (a CUDA GPU) or the chain; a sharded target times them at
-    its first request, on every rank at once."""
+    that the first request does not wait for it (~10 s on a 2-core CPU). Nothing to time where
+    the default verifies a fixed shape or the chain; a sharded target times them at its first
+    request, on every rank at once."""
     drafter = getattr(pair, "drafter", None)
     if drafter is None or pair.agree is not None:
         return

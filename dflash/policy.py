@@ -59,6 +59,11 @@ TIMED_SIZES = (3, 7, 15, 31, 63)  # of those, timed; a pass's cost is near affin
 MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not measured further
 
 
+FAR = 2048  # costs are timed again this many tokens further into the context (costs_at)
+FAR_REPS = 2
+MIN_FAR = 128  # a target whose context leaves less room is timed near only
+
+
 def probe_context(key_chunk: int) -> int:
     """The cache length costs are timed at: ~128 committed tokens, placed so that the last key
     chunk (the target's `key_chunk`) is half full. A tree row's attention gathers that chunk's
@@ -69,7 +74,8 @@ def probe_context(key_chunk: int) -> int:
 
 
 def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: int = 3,
-                  tree_nodes: Optional[int] = None, same: Optional[Callable[[float], float]] = None) -> dict:
+                  tree_nodes: Optional[int] = None, same: Optional[Callable[[float], float]] = None,
+                  far: Optional[int] = FAR) -> dict:
     """Ms of a target step, and of a k-token verify and a draft read out at k positions
     (k = 2..block_size; the drafter always fills its whole block), on a `context`-token cache:
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
@@ -79,7 +85,11 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
     another process or a GPU clock only ever adds time, and a median of three noisy GPU runs
     ranked trees of 16 and 64 nodes the wrong way round in some processes. Measured once per
     pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a
-    sharded target: rank 0's, so that all ranks take the same decisions and run the same passes)."""
+    sharded target: rank 0's, so that all ranks take the same decisions and run the same passes).
+
+    A pass's attention grows with the context, and a tree's or a block's faster than a step's,
+    so a few of the same passes are timed again `far` tokens further on (the caches grown with
+    stand-in keys: no prefill), under "far"; `costs_at` reads the costs off at any context."""
     import mlx.core as mx
 
     target, drafter = pair.target, pair.drafter
@@ -91,7 +101,7 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
     drafter.extend_context(feats, dcache)
     mx.eval([c.state for c in cache], [c.state for c in dcache])
 
-    def timed(fn) -> float:
+    def timed(fn, reps=reps) -> float:
         times = []
         for _ in range(reps + 1):  # the first run warms up kernels
             t = time.perf_counter()
@@ -110,6 +120,9 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
             return out
         return run
 
+    def draft(k):
+        return lambda: drafter.propose(target, 5, k, dcache)
+
     if tree_nodes:
         step_ms = timed(verify(1))
         timed_ms = {}
@@ -123,15 +136,81 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
         chains = [n for n in TREE_SIZES if n < b] + [b]
         timed_chains = {min(n, b) for n in TIMED_SIZES[:2]} | {b}
         chain_ms = _monotone(_between({n: timed(verify(n + 1)) for n in timed_chains}, chains))
-        draft_ms = timed(lambda: tree_mod.build(5, *tree_mod.candidates(
-            drafter.draft_logits(target, 5, block_size, dcache), token_ids=drafter.token_ids),
-            sizes[-1]).tokens)
-        return {"step_ms": step_ms, "verify_ms": verify_ms, "chain_ms": chain_ms, "draft_ms": draft_ms}
-    ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
-    verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})
-    step_ms = verify_ms.pop(1)
-    draft_ms = _monotone({k: timed(lambda: drafter.propose(target, 5, k, dcache)) for k in ks})
-    return {"step_ms": step_ms, "verify_ms": verify_ms, "draft_ms": draft_ms}
+
+        def draft():
+            return tree_mod.build(5, *tree_mod.candidates(
+                drafter.draft_logits(target, 5, block_size, dcache), token_ids=drafter.token_ids),
+                sizes[-1]).tokens
+        costs = {"step_ms": step_ms, "verify_ms": verify_ms, "chain_ms": chain_ms, "draft_ms": timed(draft)}
+        far_shapes = {"verify_ms": {n: verify(n + 1, _sample_tree(n, b)) for n in _far_sizes(sizes)},
+                      "chain_ms": {b: verify(b + 1)}, "draft_ms": draft}
+    else:
+        ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
+        verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})
+        step_ms = verify_ms.pop(1)
+        costs = {"step_ms": step_ms, "verify_ms": verify_ms,
+                 "draft_ms": _monotone({k: timed(draft(k)) for k in ks})}
+        far_shapes = {"verify_ms": {k: verify(k) for k in {min(4, block_size), block_size}},
+                      "draft_ms": {block_size: draft(block_size)}}
+    far = min(far or 0, (target.max_context or 1 << 30) - context - (tree_nodes or block_size) - 1)
+    if far >= MIN_FAR:
+        _stand_in_context(cache, far)
+        _stand_in_context(dcache, far)
+        costs["far"] = {"context": context + far, "step_ms": timed(verify(1), FAR_REPS),
+                        **{key: timed(fn, FAR_REPS) if callable(fn) else
+                           {n: timed(f, FAR_REPS) for n, f in fn.items()} for key, fn in far_shapes.items()}}
+    return dict(costs, context=context)
+
+
+def _far_sizes(sizes: list[int]) -> list[int]:
+    """The tree sizes timed again further into the context: a small, a middle and the largest."""
+    return sorted({sizes[0], min(sizes, key=lambda n: abs(n - 15)), sizes[-1]})
+
+
+def _stand_in_context(cache: list, n: int) -> None:
+    """Grow every attention cache by n positions of stand-in keys and values (a pass costs the
+    same whatever they hold); recurrent states (GatedDeltaNet) do not grow."""
+    import mlx.core as mx
+
+    key = mx.random.key(0)  # not the global generator: sampling must not move
+    for c in cache:
+        if getattr(c, "keys", None) is None or not hasattr(c, "update_and_fetch"):
+            continue
+        k, v = c.keys[..., : c.offset, :], c.values[..., : c.offset, :]
+        shape = (*k.shape[:2], n, k.shape[-1])
+        c.update_and_fetch(mx.random.normal(shape, key=key).astype(k.dtype),
+                           mx.random.normal((*shape[:3], v.shape[-1]), key=key).astype(v.dtype))
+    mx.eval([c.state for c in cache if getattr(c, "keys", None) is not None])
+
+
+def costs_at(costs: dict, context: int) -> dict:
+    """The measured costs read off at a `context`-token cache: each the near value plus its
+    growth per token (near to far, never negative) times the tokens past the near context. Sizes
+    not timed far grow like their neighbours in rows (a step is a pass of 0 drafted nodes)."""
+    far = costs.get("far")
+    if far is None:
+        return costs
+    span, past = far["context"] - costs["context"], max(context - costs["context"], 0)
+
+    def grow(near, far_ms) -> float:
+        return max(far_ms - near, 0.0) / span
+
+    step = grow(costs["step_ms"], far["step_ms"])
+    out = {"step_ms": costs["step_ms"] + step * past, "context": context}
+    for key in ("verify_ms", "chain_ms"):
+        if key not in costs:
+            continue
+        timed = {n: grow(costs[key][n], ms) for n, ms in far[key].items()}
+        xs = [0 if "chain_ms" in costs else 1, *sorted(timed)]  # where a step sits: 0 nodes, 1 token
+        ys = [step, *(timed[n] for n in sorted(timed))]
+        out[key] = _monotone({n: ms + float(np.interp(n, xs, ys)) * past for n, ms in costs[key].items()})
+    d = costs["draft_ms"]
+    if isinstance(d, dict):
+        (k, far_d), = far["draft_ms"].items()
+        out["draft_ms"] = {n: ms + grow(d[k], far_d) * past for n, ms in d.items()}
+    else:
+        out["draft_ms"] = d + grow(d, far["draft_ms"]) * past
+    return out
 
 
 def _sample_tree(n: int, depth: int):
@@ -162,7 +241,22 @@ def _monotone(ms: dict[int, float]) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
-class Planner:
+CONTEXT_STEP = 64  # a planner reads its costs off anew each time the context grows this much
+
+
+class _Costed:
+    """A planner's costs: as measured, and read off at the context the engine is at."""
+
+    def __init__(self, costs: dict):
+        self.measured, self.costs = costs, costs_at(costs, costs.get("context", 0))
+
+    def at(self, context: int) -> None:
+        """Before each cycle: the cache holds `context` tokens."""
+        if "far" in self.measured and abs(context - self.costs["context"]) >= CONTEXT_STEP:
+            self.costs = costs_at(self.measured, context)
+
+
+class Planner(_Costed):
     """Picks each cycle's verify length from measured costs and the acceptance seen so far.
 
     k = 1 means a plain target step (nothing drafted). A full block is drafted now and then
@@ -177,15 +271,20 @@ class Planner:
 
     def __init__(self, costs: dict, block_size: int, probe_every: int = 8, max_interval: int = 64,
                  prior: float = 1.0, decay: float = 0.97):
-        self.costs, self.B = costs, block_size
+        super().__init__(costs)
+        self.B = block_size
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
         self.prior, self.decay = prior, decay  # pseudo-counts: with no evidence, optimistic
         self.accepted = [0.0] * (block_size - 1)
         self.offered = [0.0] * (block_size - 1)
         self.cycles, self.probe_at, self.choice = 0, 0, None
-        probe_ms = costs["verify_ms"][block_size] + _at(costs["draft_ms"], block_size)
-        # a losing probe still commits one token: its extra cost is probe - step
-        self.min_gap = math.ceil((probe_ms / costs["step_ms"] - 1) / (NOISE - 1))
+
+    @property
+    def min_gap(self) -> int:
+        """Cycles between probes that lose, at the least: a losing probe still commits one
+        token, so its extra cost is probe - step."""
+        probe_ms = self.costs["verify_ms"][self.B] + _at(self.costs["draft_ms"], self.B)
+        return math.ceil((probe_ms / self.costs["step_ms"] - 1) / (NOISE - 1))
 
     def per_position(self) -> list[float]:
         """P(first i drafts accepted), i = 1..B-1, from per-position conditional rates."""
@@ -220,7 +319,7 @@ COST_WEIGHT = 0.1  # TreePlanner: a cycle's weight in the moving ratio of real t
 WARMUP = 4  # TreePlanner: drafted cycles before drafting may be judged not to pay
 
 
-class TreePlanner:
+class TreePlanner(_Costed):
     """Picks each cycle's verify shape, a tree of n drafted nodes or a chain of n, from
     measured costs.
 
@@ -231,7 +330,8 @@ class TreePlanner:
     are scaled by what the target really accepted against what they predicted (counts fading by
     `decay`, from `prior` pseudo-counts). An answer's first tokens are often the hardest to
     draft, so the first WARMUP cycles draft whatever they predict. Each drafted cycle verifies
-    the shape with the most expected tokens per second. Whether drafting pays at all is judged
+    the shape with the most expected tokens per second (or, with a `margin`, the largest shape
+    within that share of it: a GPU's timings are noisier than its shapes' costs differ). Whether drafting pays at all is judged
     on the typical shape (moving means of the chosen shapes' predicted accepts and costs) at the
     current scale, so a probe that lands counts at once; while it loses to a plain target step
     by the NOISE margin, plain steps run, with probes spaced as in Planner (the extra cost of a
@@ -244,8 +344,10 @@ class TreePlanner:
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
-                 prior: float = 4.0, decay: float = 0.97):
-        self.costs, self.sizes = costs, sorted(costs["verify_ms"])
+                 prior: float = 4.0, decay: float = 0.97, margin: float = 0.0):
+        super().__init__(costs)
+        self.margin = margin  # the largest shape within this share of the best rate
+        self.sizes = sorted(costs["verify_ms"])
         self.decay, self.predicted, self.accepted = decay, prior, prior
         self.shape = None  # moving means (predicted accepts, measured ms) of the chosen shapes
         self.base, self.max_interval, self.interval = probe_every, max_interval, probe_every
@@ -302,8 +404,9 @@ class TreePlanner:
         shapes = [(n, False, tree_exp[n], ms) for n, ms in self.costs["verify_ms"].items() if n < len(tr)]
         shapes += [(n, True, chain_exp[n], ms) for n, ms in self.costs.get("chain_ms", {}).items()
                    if n < len(spine)]
-        rate = [(1 + self.scale * e) / (ms + draft_ms) for _, _, e, ms in shapes]
-        n, is_chain, self._expected, ms = shapes[int(np.argmax(rate))]
+        rate = np.array([(1 + self.scale * e) / (ms + draft_ms) for _, _, e, ms in shapes])
+        near = [i for i in range(len(shapes)) if rate[i] >= (1 - self.margin) * rate.max()]
+        n, is_chain, self._expected, ms = shapes[max(near, key=lambda i: (shapes[i][2], rate[i]))]
         self._cycle_ms = ms + draft_ms
         return tr.path(spine[: n + 1]) if is_chain else tr.prefix(n)
 

@@ -137,6 +137,19 @@ def test_tree_planner_sizes_trees_by_confidence_and_cost():
     assert len(tp.choose(unsure)) == 3
 
 
+def test_a_margin_takes_the_largest_tree_near_the_best_rate():
+    """On a GPU the planner takes the largest shape within its margin of the best rate: at flat
+    costs timing noise would otherwise decide between 32 and 64 nodes."""
+    from dflash.policy import TreePlanner
+
+    flat = dict(TREE_COSTS, verify_ms={2: 11.0, 4: 11.2, 8: 11.4, 16: 11.8, 32: 12.0, 64: 13.0})
+    tree = _tree([0.25] * 32 + [0.001] * 32)  # little past 32 nodes: 64 rate 6 % lower
+    assert len(TreePlanner(flat).choose(tree)) == 33
+    assert len(TreePlanner(flat, margin=0.1).choose(tree)) == 65
+    far = dict(flat, verify_ms={**flat["verify_ms"], 64: 20.0})  # a long context's cost
+    assert len(TreePlanner(far, margin=0.1).choose(tree)) == 33
+
+
 def test_tree_planner_takes_the_chain_where_its_pass_is_cheaper():
     from dflash.policy import TreePlanner
 
@@ -267,5 +280,55 @@ def test_costs_are_timed_with_the_last_key_chunk_half_full():
     seen = []
     forward = padded.forward
     padded.forward = lambda ids, cache, **kw: (seen.append(cache[0].offset + ids.shape[1]), forward(ids, cache, **kw))[1]
-    measure_costs(pair, 4, reps=1, tree_nodes=3)
-    assert seen[0] == probe_context(128) and max(seen) <= probe_context(128) + 4  # the cache then the passes
+    costs = measure_costs(pair, 4, reps=1, tree_nodes=3)
+    far = costs["far"]["context"]  # the same passes again further on, on stand-in keys
+    near = [n for n in seen if n < far]
+    assert seen[0] == probe_context(128) and max(near) <= probe_context(128) + 4  # the cache then the passes
+    assert far > probe_context(128) + 128 and max(seen) <= far + 4
+
+
+def test_costs_follow_the_context():
+    """Timed near and far: read off at any context, a pass grows by its own rate per token
+    (sizes timed near only grow like their neighbours), never less than near."""
+    from dflash.policy import costs_at
+
+    costs = dict(TREE_COSTS, chain_ms={2: 10.5, 8: 11.0, 15: 11.5}, context=128,
+                 far={"context": 2176, "step_ms": 12.0, "verify_ms": {2: 15.0, 16: 31.0, 64: 108.0},
+                      "chain_ms": {15: 15.5}, "draft_ms": 2.0})
+    assert costs_at(costs, 128)["verify_ms"] == TREE_COSTS["verify_ms"]
+    at = costs_at(costs, 4224)  # twice as far: twice the growth
+    assert at["step_ms"] == 14.0 and at["verify_ms"][16] == 47.0 and at["verify_ms"][64] == 156.0
+    assert at["verify_ms"][32] == 22.0 + 2 * (16 + 32 * 16 / 48) and at["chain_ms"][15] == 19.5
+    assert at["chain_ms"][8] == 11.0 + 2 * (2 + 2 * 8 / 15)  # between a step's growth and the chain's
+    assert at["draft_ms"] == 3.0 and costs_at(costs, 64) == costs_at(costs, 128) | {"context": 64}
+    assert costs_at(TREE_COSTS, 5000) is TREE_COSTS  # nothing timed far: the same everywhere
+
+
+def test_the_tree_planner_falls_back_to_plain_steps_where_the_context_makes_trees_too_costly():
+    """Drafts that pay on a short context (2.4 tokens a cycle at 1.5 steps) do not at 6k tokens,
+    where every tree costs over 2.5 steps: the default then decodes by plain steps, with probes."""
+    from dflash.policy import TreePlanner
+
+    costs = dict(TREE_COSTS, context=128, far={"context": 2176, "step_ms": 11.0, "draft_ms": 3.0,
+                                               "verify_ms": {2: 25.0, 16: 30.0, 64: 80.0}})
+    tree = _tree([0.7, 0.5] + [0.01] * 62)  # ~1.2 drafts accepted a cycle, as predicted
+    for context, plain in ((200, False), (6000, True)):
+        tp, ks = TreePlanner(costs), []
+        for _ in range(100):
+            tp.at(context)
+            k = tp.next_k()
+            if k > 1:
+                k = len(tp.choose(tree))
+            tp.observe(k, 1 if k > 1 else 0)
+            ks.append(k)
+        assert (ks[-50:].count(1) >= 40) == plain, (context, ks)
+
+
+def test_far_costs_are_measured_on_the_pair():
+    pair = tiny_pair("qwen3", tiny_drafter(block_size=8))
+    costs = measure_costs(pair, 8, context=16, reps=1, tree_nodes=12, far=300)
+    far = costs["far"]
+    assert far["context"] == 316 and set(far["verify_ms"]) == {3, 12} and set(far["chain_ms"]) == {7}
+    assert far["step_ms"] > 0 and far["draft_ms"] > 0
+    assert measure_costs(pair, 8, context=16, reps=1, far=300)["far"]["context"] == 316  # the chain planner's
+    assert "far" not in measure_costs(pair, 8, context=400, reps=1, far=300)  # no room in a 512 context
