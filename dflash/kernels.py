@@ -16,6 +16,10 @@ from functools import lru_cache
 import mlx.core as mx
 
 WARPS = 4  # warps per (row, head) block, splitting the keys
+# Above this many scores (rows x keys) mx.fast's masked call is faster than the kernel: one block
+# per (row, head) walks every committed key, and past ~1k keys at 65 rows (~2k at 33, ~4k at 17)
+# the unfused matmuls win (measured on an H100, docs/performance.md).
+KERNEL_MAX_SCORES = 80_000
 
 _SOURCE = """
     constexpr int PER = D / 32;
@@ -80,8 +84,9 @@ def tree_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, visible:
 
 
 def tree_attention_gpu(q, k, v, scale, visible):
-    """Tree attention on a GPU: this kernel where `available`, else mx.fast's masked call."""
-    if available(q.dtype, q.shape[-1]):
+    """Tree attention on a GPU: this kernel for short contexts where `available`, else mx.fast's
+    masked call."""
+    if q.shape[2] * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1]):
         return tree_attention(q, k, v, scale, visible)
     return masked_attention(q, k, v, scale, visible)
 
@@ -98,10 +103,9 @@ def available(dtype=mx.float16, head_dim: int = 64) -> bool:
     if mx.default_device() != mx.gpu or not mx.cuda.is_available() or head_dim % 32:
         return False
     try:
-        mx.random.seed(0)
         R, C, Hq, Hkv = 7, 300, 6, 2
-        q = mx.random.normal((1, Hq, R, head_dim)).astype(dtype)
-        k, v = (mx.random.normal((1, Hkv, C + R, head_dim)).astype(dtype) for _ in range(2))
+        q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype)  # not the global
+                   for i, shape in enumerate([(1, Hq, R, head_dim), *[(1, Hkv, C + R, head_dim)] * 2]))
         parents = [-1, 0, 0, 1, 1, 2, 5]
         vis = [[False] * R for _ in range(R)]
         for r in range(R):

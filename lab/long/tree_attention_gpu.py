@@ -1,0 +1,62 @@
+"""Tree attention on MLX's CUDA backend against the context length: one layer of the embedded
+target's shape (9 query heads, 3 KV heads, head dim 64, float32), R drafted nodes + the staged
+token over C committed keys. Prints ms per call (mean of 30 calls in one evaluation, best of 5)
+for the kernel, mx.fast's masked call, and what `kernels.tree_attention_gpu` picks; for scale a
+1-row step, a 16-row chain in 3-row fused calls (target._attention_row_chunks) and the same chain
+as one causal call. Checks the kernel against the masked call.
+
+    python lab/long/tree_attention_gpu.py   (on the GPU machine)
+"""
+
+import time
+
+import mlx.core as mx
+
+from dflash import kernels
+from dflash.policy import _sample_tree
+from dflash.target import _attention_row_chunks
+from dflash.tree import Layout
+
+HQ, HKV, D = 9, 3, 64
+
+
+def visible(R):
+    """A tree of R rows as the planner's cost probe shapes them (policy._sample_tree)."""
+    return Layout.of(_sample_tree(R - 1, 16)).visible
+
+
+def timed(fn, calls=30, reps=5):
+    mx.eval(fn())
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        mx.eval([fn() for _ in range(calls)])
+        best = min(best, (time.perf_counter() - t) / calls * 1e3)
+    return best
+
+
+def main():
+    print(f"{'C':>5} {'R':>3} | {'kernel':>8} {'masked':>8} {'picked':>8} | {'step':>6} {'chain16':>7} {'chain1call':>10}")
+    for C in (128, 512, 1024, 2048, 4096, 8000):
+        for R in (17, 33, 65):
+            key = mx.random.key(C + R)
+            q = mx.random.normal((1, HQ, R, D), key=key)
+            k, v = (mx.random.normal((1, HKV, C + R, D), key=mx.random.key(C + R + i)) for i in (1, 2))
+            vis = visible(R)
+            want = kernels.masked_attention(q, k, v, 0.125, vis)
+            got = kernels.tree_attention(q, k, v, 0.125, vis)
+            err = mx.abs(got - want).max().item()
+            assert err < 2e-3, (C, R, err)
+            ms = {"kernel": timed(lambda: kernels.tree_attention(q, k, v, 0.125, vis)),
+                  "masked": timed(lambda: kernels.masked_attention(q, k, v, 0.125, vis)),
+                  "picked": timed(lambda: kernels.tree_attention_gpu(q, k, v, 0.125, vis))}
+            step = timed(lambda: mx.fast.scaled_dot_product_attention(q[:, :, :1], k[:, :, : C + 1], v[:, :, : C + 1], scale=0.125))
+            chain = timed(lambda: _attention_row_chunks(q[:, :, :16], k[:, :, : C + 16], v[:, :, : C + 16], 0.125, rows=3))
+            one = timed(lambda: mx.fast.scaled_dot_product_attention(
+                q[:, :, :16], k[:, :, : C + 16], v[:, :, : C + 16], scale=0.125, mask="causal"))
+            print(f"{C:>5} {R:>3} | {ms['kernel']:8.3f} {ms['masked']:8.3f} {ms['picked']:8.3f} | "
+                  f"{step:6.3f} {chain:7.3f} {one:10.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
