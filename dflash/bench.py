@@ -37,7 +37,8 @@ from .load import TARGET_DTYPES
 from .registry import ASSETS
 from .verdict import first_divergence
 
-SUITES = ("chat", "code", "math")
+SUITES = ("chat", "code", "math")  # "all"
+LONG_SUITE = "long"  # documents, code and chats of ~0.5k-7k tokens: one suite per length, not in "all"
 SUITE_DIR = ASSETS / "bench"
 SCHEMA = "dflash-bench/1"
 DEFAULT_BENCH_TOKENS = 128
@@ -54,7 +55,8 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
                 limit: Optional[int] = None) -> dict[str, list[dict]]:
     """{suite: [{"id", "prompt"}, ...]} from `assets/bench/<name>.jsonl`, or from JSONL files
     given explicitly: a file is one suite named after its stem, or, where its rows carry a
-    "category", one suite per category (ids "<category>-<k>"), `limit` prompts each."""
+    "category", one suite per category (ids "<category>-<k>"), `limit` prompts each. A row's
+    prompt is a string (one user turn) or, as "messages", a conversation ([{"role", "content"}])."""
     paths = [Path(f) for f in files] if files else [SUITE_DIR / f"{n}.jsonl" for n in names]
     suites = {}
     for path in paths:
@@ -68,8 +70,10 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{n} is not JSON ({e})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise ValueError(f"{path}:{n} needs a string 'prompt'")
+            if isinstance(row, dict) and "prompt" not in row and _is_chat(row.get("messages")):
+                row = {**row, "prompt": row["messages"]}
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) and not _is_chat(row.get("prompt")):
+                raise ValueError(f"{path}:{n} needs a string 'prompt' or a list of 'messages'")
             suite = row.get("category", path.stem)
             if not isinstance(suite, str) or not suite:
                 raise ValueError(f"{path}:{n}: 'category' must be a non-empty string")
@@ -81,6 +85,11 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
         if empty:
             raise ValueError(f"prompt suite {path} is empty")
     return suites
+
+
+def _is_chat(messages) -> bool:
+    return (isinstance(messages, list) and bool(messages)
+            and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages))
 
 
 # ---------------------------------------------------------------- one prompt
@@ -217,6 +226,9 @@ def aggregate(rows: list[dict]) -> dict:
     for key, get in AGGREGATES.items():
         vals = [v for r in rows if (v := get(r)) is not None]
         out[key] = median(vals) if vals else None
+    speedups = [r["speedup"] for r in rows if r["speedup"] is not None]
+    out["speedup_min"] = min(speedups) if speedups else None  # "never slower" is about this one
+    out["prompt_tokens"] = median(r["prompt_tokens"] for r in rows) if rows else None
     peer_rows = [r["peer"] for r in rows if r["peer"] and "identical" in r["peer"]]
     if peer_rows:
         out["peer_identical"] = sum(p["identical"] for p in peer_rows)
@@ -537,6 +549,8 @@ def print_table(doc: dict, file=None) -> None:
         if peer and a.get("peer_tok_s") is not None:
             line += (f" {a['peer_tok_s']:>8.1f} {_x(a['peer_speedup']):>6} {a['peer_tau']:>5.2f} "
                      f"{a.get('peer_identical', 0):>2}/{a['prompts']}")
+        if a.get("speedup_min") is not None:  # older JSON files lack it
+            line += f"  slowest {_x(a['speedup_min'])}"
         print(line, file=file)
     prof = doc.get("profile")
     if prof:
@@ -653,7 +667,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dflash bench",
                                 description="Target-only vs DFlash on the same prompts, in one process.")
     add_model_args(p)
-    p.add_argument("--suite", choices=[*SUITES, "all"], default="all", help="prompt suite(s) in assets/bench/")
+    p.add_argument("--suite", choices=[*SUITES, "all", LONG_SUITE], default="all",
+                   help=f"prompt suite(s) in assets/bench/: all = {', '.join(SUITES)}; {LONG_SUITE} = "
+                        "documents, code and chats at ~0.5k, 1k, 2k, 4k and 7k tokens of context")
     p.add_argument("--prompts", nargs="+", metavar="FILE.jsonl",
                    help="benchmark these {id, prompt} JSONL files instead of --suite (rows with a "
                         "'category' form one suite per category)")

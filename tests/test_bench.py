@@ -94,7 +94,7 @@ def test_bench_json_plot_and_profile(setup, capsys):
 
 def test_aggregate_takes_medians_over_prompts():
     def row(speedup, tau, ident, peer=None):
-        return {"speedup": speedup, "identical": ident, "peer": peer,
+        return {"speedup": speedup, "identical": ident, "peer": peer, "prompt_tokens": int(100 * tau),
                 "target": {"decode_tok_s": 10.0, "ttft_s": 0.1, "cycle_ms": 100.0},
                 "dflash": {"decode_tok_s": 10.0 * speedup, "ttft_s": 0.2, "tau": tau, "acceptance_rate": 0.5,
                            "draft_ms": 1.0, "verify_ms": 2.0, "rollback_ms": 0.5, "cycle_ms": 4.0}}
@@ -102,6 +102,7 @@ def test_aggregate_takes_medians_over_prompts():
     a = bench.aggregate([row(1.0, 2.0, True), row(3.0, 5.0, False), row(2.0, 4.0, True),
                          row(10.0, 3.0, True, {"error": "x"})])
     assert a["speedup"] == 2.5 and a["tau"] == 3.5 and a["dflash_tok_s"] == 25.0
+    assert a["speedup_min"] == 1.0 and a["prompt_tokens"] == 350  # the slowest prompt; the median context
     assert (a["prompts"], a["identical"], a["all_identical"]) == (4, 3, False)
     assert a["peer_speedup"] is None and "peer_identical" not in a
     assert bench._medians([{"x": 3.0}, {"x": 1.0}, {"x": 2.0}]) == {"x": 2.0}
@@ -170,6 +171,18 @@ def test_a_prompt_file_with_categories_is_one_suite_per_category(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"category": 3, "prompt": "x"}\n')
     with pytest.raises(ValueError, match="category"):
         bench.load_suites([], [str(tmp_path / "bad.jsonl")])
+
+
+def test_a_suite_row_may_be_a_conversation_and_the_long_suite_loads(tmp_path):
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "And now?"}]
+    (tmp_path / "c.jsonl").write_text(json.dumps({"id": "c", "messages": chat}) + "\n")
+    assert bench.load_suites([], [str(tmp_path / "c.jsonl")])["c"] == [{"id": "c", "prompt": chat}]
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"messages": [{"role": "user"}]}) + "\n")
+    with pytest.raises(ValueError, match="messages"):
+        bench.load_suites([], [str(tmp_path / "bad.jsonl")])
+    long = bench.load_suites([bench.LONG_SUITE])
+    assert list(long) == ["0.5k", "1k", "2k", "4k", "7k"] and all(len(v) == 3 for v in long.values())
 
 
 def test_bad_suite_lines_are_value_errors(tmp_path):
