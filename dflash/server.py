@@ -49,6 +49,7 @@ from .registry import BUILTIN_TARGET, base_name, find_drafter
 from .worker import Job, Status, Worker
 
 METRICS_WINDOW = 100
+CONTEXT_BUCKETS = (512, 1024, 2048, 4096)  # /metrics: totals per mode by prompt length, these edges
 MAX_STOPS = 4
 MAX_STOP_CHARS = 1000  # far beyond any real stop sequence (chat templates' end markers: < 30)
 MAX_CHARS_PER_TOKEN = 32  # a text prompt longer than this per token of context cannot fit (text: 3-6)
@@ -426,16 +427,17 @@ class Metrics:
                 "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "finish_reason": o.finish_reason,
                 "verify": s.verify, **({"note": o.note} if o.note else {}),
             })
-            m = self._sums.setdefault(s.mode, dict.fromkeys(
-                ("requests", "tokens", "cycles", "tau_x_cycles", "acc_x_cycles", "decode_tokens", "decode_s"), 0))
-            m["requests"] += 1
-            m["tokens"] += o.completion_tokens
-            m["cycles"] += s.cycles
-            m["tau_x_cycles"] += s.tau * s.cycles
-            m["acc_x_cycles"] += s.acceptance_rate * s.cycles
-            if s.decode_s > 0:
-                m["decode_tokens"] += s.tokens - 1
-                m["decode_s"] += s.decode_s
+            for key in (s.mode, (s.mode, context_bucket(s.prompt_tokens))):
+                m = self._sums.setdefault(key, dict.fromkeys(
+                    ("requests", "tokens", "cycles", "tau_x_cycles", "acc_x_cycles", "decode_tokens", "decode_s"), 0))
+                m["requests"] += 1
+                m["tokens"] += o.completion_tokens
+                m["cycles"] += s.cycles
+                m["tau_x_cycles"] += s.tau * s.cycles
+                m["acc_x_cycles"] += s.acceptance_rate * s.cycles
+                if s.decode_s > 0:
+                    m["decode_tokens"] += s.tokens - 1
+                    m["decode_s"] += s.decode_s
 
     def error(self) -> None:
         with self._lock:
@@ -445,10 +447,26 @@ class Metrics:
         with self._lock:
             sums = {mode: dict(m) for mode, m in self._sums.items()}
             recent, requests, errors = list(self.recent), self.requests, self.errors
-        everything = {k: sum(m[k] for m in sums.values()) for k in next(iter(sums.values()), {})}
+        modes = {mode: m for mode, m in sums.items() if isinstance(mode, str)}
+        everything = {k: sum(m[k] for m in modes.values()) for k in next(iter(modes.values()), {})}
+
+        def by_context(mode):  # tau falls or holds as the context grows: buckets in order
+            return {b: {"requests": m["requests"], **_totals(m)} for b in _bucket_names()
+                    if (m := sums.get((mode, b)))}
         return {"window": self.recent.maxlen, "requests": recent,
                 "totals": {"requests": requests, "errors": errors, **_totals(everything),
-                           "by_mode": {mode: {"requests": m["requests"], **_totals(m)} for mode, m in sums.items()}}}
+                           "by_mode": {mode: {"requests": m["requests"], **_totals(m), "by_context": by_context(mode)}
+                                       for mode, m in modes.items()}}}
+
+
+def _bucket_names() -> list[str]:
+    edges = (0, *CONTEXT_BUCKETS)
+    return [f"{a}-{b - 1}" for a, b in zip(edges, edges[1:])] + [f"{edges[-1]}+"]
+
+
+def context_bucket(prompt_tokens: int) -> str:
+    """The /metrics bucket of a request's prompt length ("0-511", ..., "4096+")."""
+    return _bucket_names()[sum(prompt_tokens >= e for e in CONTEXT_BUCKETS)]
 
 
 def _totals(m: dict) -> dict:

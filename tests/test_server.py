@@ -324,6 +324,14 @@ def test_metrics(url):
     assert t["requests"] == len(m["requests"]) and t["tokens"] == sum(x["tokens"] for x in m["requests"])
     assert t["cycles"] == sum(x["cycles"] for x in m["requests"]) and t["tokens_per_cycle"] >= 1.0
     assert set(t["by_mode"]) == {"dflash", "target"}
+    short = t["by_mode"]["dflash"]["by_context"]["0-511"]  # tau by prompt length
+    assert short["requests"] == t["by_mode"]["dflash"]["requests"] and short["tokens_per_cycle"] >= 1.0
+
+
+def test_metrics_buckets_requests_by_prompt_length():
+    from dflash.server import context_bucket
+    assert [context_bucket(n) for n in (0, 511, 512, 2047, 2048, 4095, 4096, 8000)] == [
+        "0-511", "0-511", "512-1023", "1024-2047", "2048-4095", "2048-4095", "4096+", "4096+"]
 
 
 def test_concurrent_requests_queue_and_match_alone(url):
