@@ -316,6 +316,7 @@ class Planner(_Costed):
 
 SHAPE_WEIGHT = 0.2  # TreePlanner: a drafted cycle's weight in the moving means of its shape
 COST_WEIGHT = 0.1  # TreePlanner: a cycle's weight in the moving ratio of real to measured cost
+RECHECK = 1.25  # TreePlanner: drafted cycles this much costlier than measured: time a plain step
 WARMUP = 4  # TreePlanner: drafted cycles before drafting may be judged not to pay
 
 
@@ -340,7 +341,9 @@ class TreePlanner(_Costed):
     record cannot foresee). The costs were measured on bare passes; a real cycle also pays the
     host's work around them (the tree's build, syncs, the emitted events), so each kind of
     cycle's real time, when the engine gives it, scales its measured cost: drafted cycles by one
-    moving ratio, plain steps by another (the drafted one until a plain step ran).
+    moving ratio, plain steps by another. Where drafted cycles cost RECHECK times their
+    measure or more before any plain step ran, one plain step is run to time it rather than
+    assume steps slowed as much (a long context's tree passes can slow where steps do not).
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
@@ -384,6 +387,8 @@ class TreePlanner(_Costed):
         target step) while trees lose, no probe is due and no copy from the context would pay
         by itself (copy_logp: its tokens' path log-probabilities, lookup.py)."""
         self._by_copy = False
+        if self.slow_step is None and self.drafted >= WARMUP and self.slow_cycle >= RECHECK:
+            return 1  # what a plain step costs here, timed once
         if self.pays() or self.cycles >= self.probe_at:
             return self.max_nodes + 1
         self._by_copy = self._copy_pays(copy_logp)
@@ -416,8 +421,8 @@ class TreePlanner(_Costed):
         self.cycles += 1
         if ms is not None:  # clipped: one outlier (a first-use compile) moves a ratio by <= 0.2
             ratio = min(max(ms / (self.costs["step_ms"] if k == 1 else self._cycle_ms), 1 / 3), 3.0)
-            if k == 1:
-                self.slow_step = (1 - COST_WEIGHT) * (self.slow_step or self.slow_cycle) + COST_WEIGHT * ratio
+            if k == 1:  # the first timed step stands for steps until more come
+                self.slow_step = ratio if self.slow_step is None else (1 - COST_WEIGHT) * self.slow_step + COST_WEIGHT * ratio
             else:
                 self.slow_cycle = (1 - COST_WEIGHT) * self.slow_cycle + COST_WEIGHT * ratio
         if k == 1:

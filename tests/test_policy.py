@@ -251,6 +251,26 @@ def test_tree_planner_weighs_what_cycles_really_cost():
     assert run(real_costs=True)[-100:].count(33) >= 95  # by what the loop pays: trees
 
 
+def test_tree_planner_times_a_step_when_only_its_trees_slowed():
+    """By the bare measures trees pay (4 accepts for 15 ms against 5-ms steps); in the loop a
+    tree cycle costs 3x that and a step what it measured. The planner does not assume steps
+    slowed as much: it times one, then runs plain steps, probing now and then (and keeps
+    drafting where steps slowed as much)."""
+    from dflash.policy import TreePlanner
+
+    costs = {"step_ms": 5.0, "verify_ms": {32: 12.0}, "draft_ms": 3.0}
+    tr = _tree([0.8] * 6, n=32)
+    for slow_steps, want_steps in ((False, True), (True, False)):
+        tp, ks = TreePlanner(costs), []
+        for _ in range(200):
+            k = tp.next_k()
+            k = len(tp.choose(tr)) if k > 1 else 1
+            tp.observe(k, 4 if k > 1 else 0, 45.0 if k > 1 else (15.0 if slow_steps else 5.0))
+            ks.append(k)
+        assert ks[:6] == [33] * 4 + [1, 33]  # after the warm-up, one step timed
+        assert (ks[-100:].count(1) >= 80) == want_steps  # a whole slow host keeps drafting
+
+
 def test_tree_costs_are_measured_on_the_pair():
     pair = tiny_pair("qwen3", tiny_drafter(block_size=8))
     costs = measure_costs(pair, 8, context=16, reps=1, tree_nodes=12)
