@@ -18,10 +18,6 @@ from . import blas, cuda_env
 # GPU: a verify pass attends in calls of this many query rows on MLX's CUDA backend (MLX's
 # fused attention kernel takes fewer than 4 rows); 0 elsewhere: mlx-lm's one call.
 CUDA_VERIFY_ROWS = 3
-# GPU: the tree planner takes the largest shape within this share of the best's modelled rate.
-# A GPU's passes cost nearly the same at 16 and 64 nodes, so timing noise, not cost, would
-# separate them: a fixed 64-node tree beat the planner's smaller picks on H200s (docs/tree.md).
-CUDA_TREE_MARGIN = 0.03
 BLAS_CHOICES = ("auto", "reference", *blas.KERNELS)
 
 
@@ -33,7 +29,6 @@ class Backend:
     coretype: Optional[str] = None  # its kernel family (OPENBLAS_CORETYPE)
     row_tile: int = 0  # CPU target passes: rows padded (score calls of this many rows; 0: no padding)
     attention_rows: int = 0  # GPU verify passes: query rows per attention call (0: one call)
-    tree_margin: float = 0.0  # the tree planner: prefer larger trees within this share of the best rate
     cuda_buffers: dict = field(default_factory=dict)  # MLX_MAX_*_PER_BUFFER this process set
     cpu: str = ""  # CPU vendor and model, for the record
 
@@ -62,7 +57,6 @@ def setup(cpu_blas: str = "auto", environ=None) -> Backend:
         coretype=kernels.coretype if kernels else None,
         row_tile=kernels.row_tile if kernels else 0,
         attention_rows=CUDA_VERIFY_ROWS if cuda else 0,
-        tree_margin=CUDA_TREE_MARGIN if cuda else 0.0,
         cuda_buffers=cuda_env.apply(os.environ if environ is None else environ, cuda),
         cpu=blas.cpu_name(),
     )
@@ -74,5 +68,4 @@ def active() -> Backend:
     if _active is not None:
         return _active
     cuda = cuda_env.mlx_is_cuda_build()
-    return Backend(attention_rows=CUDA_VERIFY_ROWS if cuda else 0,
-                   tree_margin=CUDA_TREE_MARGIN if cuda else 0.0, cpu=blas.cpu_name())
+    return Backend(attention_rows=CUDA_VERIFY_ROWS if cuda else 0, cpu=blas.cpu_name())

@@ -35,8 +35,8 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tree", type=_tree, default=None, metavar="N",
                    help="drafted nodes verified per target pass, as a tree of the most probable "
                         f"paths (1..{MAX_TREE}); 0 = the argmax chain; 'auto' (the default unless "
-                        "--block-size is given): each cycle's tree size, or a plain step, from "
-                        "costs measured on this host at the context's length")
+                        "--block-size is given): this host's best, each cycle's tree size from "
+                        f"measured costs; {MAX_TREE} nodes on a CUDA GPU")
     p.add_argument("--no-lookup", dest="lookup", action="store_false",
                    help="trees verify the drafter's paths only, no copy from earlier in the context")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")

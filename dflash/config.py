@@ -29,12 +29,18 @@ def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> i
     return min(drafter_block_size, CPU_BLOCK_SIZE) if on_cpu else drafter_block_size
 
 
-def default_tree_nodes() -> str:
-    """The tree when none is asked for: "auto", each cycle's size, or a plain step, from costs
-    measured on this host and read off at the context's length (policy.TreePlanner). A fixed
-    tree (the CUDA default until the long-context work) cannot follow a context whose passes
-    grow costlier than its drafts pay for."""
-    return "auto"
+def default_tree_nodes(on_cuda: bool | None = None) -> int | str:
+    """The tree when none is asked for: on a CUDA GPU MAX_TREE nodes every cycle, elsewhere
+    "auto" (each cycle's size, or a plain step, from measured costs: policy.TreePlanner). On an
+    H200 a pass of 64 nodes costs what one of 5 does, and the fixed 64 beat the per-cycle
+    planner in every interleaved comparison (its plain-step stretches cost more than they
+    saved, and its noisy cost probe sometimes chose 16 nodes: docs/tree.md). Apple GPUs were
+    not measured: they keep the planner, which times their passes."""
+    if on_cuda is None:
+        import mlx.core as mx
+
+        on_cuda = mx.default_device() == mx.gpu and mx.cuda.is_available()
+    return MAX_TREE if on_cuda else "auto"
 
 
 @dataclass(frozen=True)

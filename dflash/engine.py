@@ -146,7 +146,7 @@ def _plan(pair, cfg, n_prompt):
             f"target's context of {target.max_context} tokens")
     planner = None
     if nodes == "auto":  # tree size per cycle from measured costs (policy.py)
-        planner = TreePlanner(_costs(pair, B, MAX_TREE), margin=pair.backend.tree_margin)
+        planner = TreePlanner(_costs(pair, B, MAX_TREE))
     elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
         planner = Planner(_costs(pair, B), B)
     if planner and pair.agree is not None:  # a sharded target: its choices checked on every rank

@@ -331,8 +331,7 @@ class TreePlanner(_Costed):
     are scaled by what the target really accepted against what they predicted (counts fading by
     `decay`, from `prior` pseudo-counts). An answer's first tokens are often the hardest to
     draft, so the first WARMUP cycles draft whatever they predict. Each drafted cycle verifies
-    the shape with the most expected tokens per second (or, with a `margin`, the largest shape
-    within that share of it: a GPU's timings are noisier than its shapes' costs differ). Whether drafting pays at all is judged
+    the shape with the most expected tokens per second. Whether drafting pays at all is judged
     on the typical shape (moving means of the chosen shapes' predicted accepts and costs) at the
     current scale, so a probe that lands counts at once; while it loses to a plain target step
     by the NOISE margin, plain steps run, with probes spaced as in Planner (the extra cost of a
@@ -347,9 +346,8 @@ class TreePlanner(_Costed):
     """
 
     def __init__(self, costs: dict, probe_every: int = 8, max_interval: int = 64,
-                 prior: float = 4.0, decay: float = 0.97, margin: float = 0.0):
+                 prior: float = 4.0, decay: float = 0.97):
         super().__init__(costs)
-        self.margin = margin  # the largest shape within this share of the best rate
         self.sizes = sorted(costs["verify_ms"])
         self.decay, self.predicted, self.accepted = decay, prior, prior
         self.shape = None  # moving means (predicted accepts, measured ms) of the chosen shapes
@@ -409,9 +407,8 @@ class TreePlanner(_Costed):
         shapes = [(n, False, tree_exp[n], ms) for n, ms in self.costs["verify_ms"].items() if n < len(tr)]
         shapes += [(n, True, chain_exp[n], ms) for n, ms in self.costs.get("chain_ms", {}).items()
                    if n < len(spine)]
-        rate = np.array([(1 + self.scale * e) / (ms + draft_ms) for _, _, e, ms in shapes])
-        near = [i for i in range(len(shapes)) if rate[i] >= (1 - self.margin) * rate.max()]
-        n, is_chain, self._expected, ms = shapes[max(near, key=lambda i: (shapes[i][2], rate[i]))]
+        rate = [(1 + self.scale * e) / (ms + draft_ms) for _, _, e, ms in shapes]
+        n, is_chain, self._expected, ms = shapes[int(np.argmax(rate))]
         self._cycle_ms = ms + draft_ms
         return tr.path(spine[: n + 1]) if is_chain else tr.prefix(n)
 

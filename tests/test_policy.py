@@ -137,19 +137,6 @@ def test_tree_planner_sizes_trees_by_confidence_and_cost():
     assert len(tp.choose(unsure)) == 3
 
 
-def test_a_margin_takes_the_largest_tree_near_the_best_rate():
-    """On a GPU the planner takes the largest shape within its margin of the best rate: at flat
-    costs timing noise would otherwise decide between 32 and 64 nodes."""
-    from dflash.policy import TreePlanner
-
-    flat = dict(TREE_COSTS, verify_ms={2: 11.0, 4: 11.2, 8: 11.4, 16: 11.8, 32: 12.0, 64: 13.0})
-    tree = _tree([0.25] * 32 + [0.001] * 32)  # little past 32 nodes: 64 rate 6 % lower
-    assert len(TreePlanner(flat).choose(tree)) == 33
-    assert len(TreePlanner(flat, margin=0.1).choose(tree)) == 65
-    far = dict(flat, verify_ms={**flat["verify_ms"], 64: 20.0})  # a long context's cost
-    assert len(TreePlanner(far, margin=0.1).choose(tree)) == 33
-
-
 def test_tree_planner_takes_the_chain_where_its_pass_is_cheaper():
     from dflash.policy import TreePlanner
 

@@ -358,17 +358,17 @@ def test_hybrid_target_says_it_verifies_the_chain():
 
 
 def test_auto_tree_is_the_default_and_lossless(monkeypatch):
-    """Unasked, every host sizes each cycle's tree (the planner); a fixed tree stays lossless."""
+    """Unasked, a CPU sizes each cycle's tree (the planner), a CUDA GPU verifies MAX_TREE nodes."""
     from dflash import engine
     from dflash.config import MAX_TREE, default_tree_nodes
 
-    assert default_tree_nodes() == "auto"
+    assert default_tree_nodes(on_cuda=False) == "auto" and default_tree_nodes(on_cuda=True) == MAX_TREE
     pair = tiny_pair("qwen3", tiny_drafter(block_size=8), seed=2)
     events, fast = run(pair, [5, 6, 7, 9], max_tokens=30)
     _, plain = run(pair, [5, 6, 7, 9], mode="target", max_tokens=30)
     assert fast.verify == f"tree {default_tree_nodes()}" and fast.token_ids == plain.token_ids
     assert events[0].note is None
-    monkeypatch.setattr(engine, "default_tree_nodes", lambda: MAX_TREE)  # a fixed tree
+    monkeypatch.setattr(engine, "default_tree_nodes", lambda: MAX_TREE)  # as on a CUDA GPU
     events, gpu = run(pair, [5, 6, 7, 9], max_tokens=30)
     assert gpu.verify == f"tree {MAX_TREE}" and gpu.token_ids == plain.token_ids
     assert {c.block_size for c in events if isinstance(c, Cycle)} == {MAX_TREE + 1}  # no plain steps
