@@ -62,6 +62,17 @@ def test_accepted_copies_have_their_own_colour():
     assert 'class="tk tk-copied"' in pane_html(run, "dflash")
 
 
+def test_the_long_preset_is_a_long_context_within_the_playground_s_limit():
+    import app
+    from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+    from dflash.builtin import ensure_builtin_target
+
+    long = app.load_presets()["long"]
+    assert len(long) <= app.MAX_PROMPT_CHARS and app.parse_settings(long, 8, 4, 0, 0)
+    assert len(load_tokenizer(ensure_builtin_target()).encode(long)) > 2500  # a pasted document
+
+
 def test_first_divergence():
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 2, 3], [1, 5, 3]) == 1

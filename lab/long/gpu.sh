@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Long-context runs on one GPU machine (thirty-ninth session), after `bash lab/bench/h200.sh stash
+# NN` for every chunk made with `CHUNK=48000000 DRAFTER=1 bash lab/bench/h200.sh chunk` while the
+# drafter was out of the index (git rm --cached; .git/info/exclude):
+#   bash lab/long/gpu.sh tau|micro|long|short|heldout
+# tau:     the chats' answers, then the chain's tau against the drafter's context window
+#          (lab/long/window_tau.py) on PROMPTS (lab/long/dev.jsonl) and on lab/long/short.jsonl
+# micro:   tree attention against the context (lab/long/tree_attention_gpu.py) and the kernel's
+#          tests on CUDA
+# long:    `dflash bench --suite long` with the default (the planner) and with a fixed 64-node tree
+# short:   the README's GPU command with the default, then with --tree 64 (both --baseline mlx-lm)
+# heldout: the README's held-out command (assets/prompts/eval.jsonl, 4 a category), default
+# Records: lab/bench/results/s39/.
+set -uo pipefail
+phase=${1:?phase}
+bash lab/bench/h200.sh setup > /dev/null || exit 1
+. /tmp/dflash-env.sh
+nvidia-smi --query-gpu=name --format=csv,noheader
+case $phase in
+tau)  # the chats' answers (lab/long/answers.py) and the drafter's tau against windows
+  python3 lab/long/answers.py lab/long/chat-prompts.jsonl $OUT/answers.jsonl 84 160 | tail -n 2
+  python3 lab/long/window_tau.py ${PROMPTS:-lab/long/dev.jsonl} $OUT/window-tau.json 96 ${SETTINGS:-full,128,192,256,384,512}
+  # short prompts (held-out, not the bench's) with answers long enough to cross the small windows
+  python3 lab/long/window_tau.py lab/long/short.jsonl $OUT/window-tau-short.json 192 ${SETTINGS:-full,128,192,256,384,512} ;;
+micro)
+  python3 lab/long/tree_attention_gpu.py 2>&1 | tee $OUT/tree-attention-gpu.txt
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels.py 2>&1 | tail -n 3 ;;
+long)
+  for t in ${TREES:-auto 64}; do
+    python3 -m dflash bench --suite long --max-tokens 128 --repeat 1 --tree $t --out $OUT/gpu-long-$t.json 2>&1 |
+      grep -v '^\[' | tail -n 20
+  done ;;
+short)
+  for t in ${TREES:-auto 64}; do
+    python3 -m dflash bench --max-tokens 128 --repeat 1 --tree $t --baseline mlx-lm --out $OUT/gpu-short-$t.json 2>&1 |
+      grep -v '^\[' | tail -n 8
+  done ;;
+heldout)
+  python3 -m dflash bench --prompts assets/prompts/eval.jsonl --prompts-limit 4 --max-tokens 128 --repeat 1 \
+    --out $OUT/gpu-heldout.json 2>&1 | grep -v '^\[' | tail -n 10 ;;
+esac
