@@ -35,6 +35,7 @@ from .config import GenerationConfig
 from .events import Summary
 from .load import TARGET_DTYPES
 from .registry import ASSETS
+from .guard import has_surrogate
 from .verdict import first_divergence
 
 SUITES = ("chat", "code", "math")  # "all"
@@ -74,6 +75,8 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
                 row = {**row, "prompt": row["messages"]}
             if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) and not _is_chat(row.get("prompt")):
                 raise ValueError(f"{path}:{n} needs a string 'prompt' or a list of 'messages'")
+            if has_surrogate(json.dumps(row, ensure_ascii=False)):
+                raise ValueError(f"{path}:{n} holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text")
             suite = row.get("category", path.stem)
             if not isinstance(suite, str) or not suite:
                 raise ValueError(f"{path}:{n}: 'category' must be a non-empty string")
@@ -85,6 +88,19 @@ def load_suites(names: list[str], files: Optional[list[str]] = None,
         if empty:
             raise ValueError(f"prompt suite {path} is empty")
     return suites
+
+
+def read_record(path: str) -> dict:
+    """A JSON file `bench --out` wrote; ValueError saying what is wrong with it otherwise."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"{path} is not a bench record (no \"schema\": \"{SCHEMA}\")")
+    return doc
 
 
 def _is_chat(messages) -> bool:
@@ -699,7 +715,11 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
 
     if a.replot:
-        doc = json.loads(Path(a.replot).read_text())
+        try:
+            doc = read_record(a.replot)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print_table(doc)
         plot = write_plot(doc, Path(a.replot).with_suffix(".html"))
         log(f"plot: {plot}" if plot else "plotly is not installed: no plot written")

