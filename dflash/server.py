@@ -55,7 +55,9 @@ MAX_STOP_CHARS = 1000  # far beyond any real stop sequence (chat templates' end 
 MAX_CHARS_PER_TOKEN = 32  # a text prompt longer than this per token of context cannot fit (text: 3-6)
 MAX_BODY_BYTES = 2 * 1024 * 1024  # > any supported context as text or token ids (~260k tokens)
 MAX_DEPTH = 32  # JSON nesting; OpenAI requests nest 5 deep
-SHUTDOWN_GRACE_S = 5  # after SIGTERM, how long open requests may take to end before they are cut
+# after SIGTERM, how long open connections may stay before they are cut: our requests end at once
+# (their jobs are cancelled); what stays is a browser tab's never-ending Gradio stream
+SHUTDOWN_GRACE_S = 1
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 log = logging.getLogger("dflash.server")
@@ -866,11 +868,15 @@ class Server(uvicorn.Server):
             await asyncio.get_running_loop().run_in_executor(None, self.on_stop)
 
 
+def server_config(app: FastAPI, **kw) -> uvicorn.Config:
+    return uvicorn.Config(app, timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw)
+
+
 def run(app: FastAPI, host: str, port: int, on_stop: Optional[Callable[[], None]] = None, **kw) -> bool:
     """Serve `app` (create_app's, maybe with the UI mounted on it) until SIGTERM or Ctrl-C;
     `on_stop` runs once the server has shut down (a sharded target's rank 0 stops the others).
     Returns whether Ctrl-C stopped it."""
-    server = Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw))
+    server = Server(server_config(app, host=host, port=port, **kw))
     server.on_stop = on_stop
     try:
         server.run()

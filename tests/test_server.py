@@ -478,6 +478,36 @@ def test_sigterm_ends_open_requests_and_the_server():
         release.set()
 
 
+def test_sigterm_does_not_wait_for_a_playground_tab():
+    """A playground tab keeps Gradio's heartbeat stream open for as long as it lives: SIGTERM
+    stops the server within its short grace anyway (the whole 5-s grace it had, before)."""
+    import gradio as gr
+
+    from dflash.server import Server, server_config
+
+    app = create_app(Worker(loader=lambda model, draft, progress: tiny_pair("llama", tiny_drafter())),
+                     model="tiny-llama")
+    with gr.Blocks() as demo:
+        gr.Markdown("a tab")
+    app = gr.mount_gradio_app(app, demo, path="/")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = Server(server_config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with requests.get(base + "/gradio_api/heartbeat/tab", stream=True, timeout=30) as tab:
+        assert tab.status_code == 200
+        threading.Thread(target=lambda: [None for _ in tab.iter_lines()], daemon=True).start()
+        time.sleep(0.5)
+        t = time.monotonic()
+        server.handle_exit(signal.SIGTERM, None)
+        thread.join(10)
+        assert not thread.is_alive() and time.monotonic() - t < 3  # within the grace (1 s)
+
+
 def test_upload_cut_short_is_not_a_server_error(url):
     before = metrics(url)["totals"]["errors"]
     host, port = url.removeprefix("http://").split(":")
