@@ -79,7 +79,10 @@ def _keys(paths) -> list[str]:
     for path in paths:
         raw = path.read_bytes()
         text = (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode("utf-8")
-        keys += [norm(json.loads(line)["prompt"]) for line in text.split("\n") if line.strip()]
+        for line in filter(str.strip, text.split("\n")):
+            row = json.loads(line)  # a prompt, or a conversation (the long suite's chats): its user turns
+            keys += [norm(t) for t in ([row["prompt"]] if "prompt" in row else
+                                       [m["content"] for m in row["messages"] if m["role"] == "user"])]
     return keys
 
 
