@@ -75,9 +75,8 @@ def test_bench_json_plot_and_profile(setup, capsys):
     prof = doc["profile"]
     assert set(prof["verify_ms"]) == {"1", "2", "4", "8", "16", str(doc["settings"]["block_size"])}
     assert prof["break_even_tau"] == pytest.approx(prof["model_cycle_ms"] / prof["target_step_ms"])
-    # building a pass's graph is host work inside the pass, so it is never longer than the pass
-    assert 0 < prof["graph_build_ms"]["verify"] < prof["verify_ms"][str(prof["block_size"])]
-    assert 0 < prof["graph_build_ms"]["draft"] < prof["draft_ms"]
+    # timed apart from the passes (comparing the two would test the host's load, not the code)
+    assert 0 < prof["graph_build_ms"]["verify"] < 1e4 and 0 < prof["graph_build_ms"]["draft"] < 1e4
     assert 0 <= prof["engine_share"] < 1
     try:
         import plotly  # noqa: F401

@@ -47,6 +47,7 @@ def test_text_mode_and_errors(dirs):
     model, drafter = dirs
     ok = generate("--model", str(model), "--draft", str(drafter), "--prompt", "t5 t6", "--max-tokens", "5")
     assert ok.returncode == 0 and "[dflash]" in ok.stderr and "tau" in ok.stderr
+    assert ok.stdout.endswith("\n") and "\n\n[dflash]" not in ok.stderr  # the text ends its own line
     bad = generate("--model", str(model), "--draft", str(drafter), "--prompt", "t5", "--block-size", "99")
     assert bad.returncode == 2 and "block_size must be in 2..8" in bad.stderr
     missing = generate("--model", str(model), "--draft", "/nonexistent/drafter", "--prompt", "t5")
