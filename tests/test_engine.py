@@ -122,6 +122,26 @@ def test_long_prompt_is_chunked_and_lossless(monkeypatch):
     assert fast.token_ids == plain.token_ids
 
 
+@pytest.mark.parametrize("tree", [None, 0, 8])  # the host's default, the chain, a fixed tree
+def test_a_windowed_drafter_is_lossless_across_the_window_the_key_chunks_and_to_the_last_position(tree):
+    """Contexts crossing the drafter's window (12), the target's 256-key chunks and ending at the
+    target's last position (512) give target-only's tokens; one token more is a clear error."""
+    from dflash.config import MAX_TREE
+
+    pair = tiny_pair("llama", tiny_drafter(block_size=8, window=12), seed=3)
+    assert all(l.self_attn.window == 12 for l in pair.drafter.layers)
+    fed = 8 if tree == 0 else 1 + (tree or MAX_TREE)  # tokens a verify pass feeds
+    for n, max_tokens in ((10, 30), (240, 40), (512 - 40 - fed, 40)):
+        prompt = [4 + (7 * i) % (VOCAB - 6) for i in range(n)]
+        _, plain = run(pair, prompt, mode="target", max_tokens=max_tokens)
+        events, fast = run(pair, prompt, mode="dflash", max_tokens=max_tokens, tree=tree,
+                           block_size=8 if tree == 0 else None)
+        assert fast.token_ids == plain.token_ids and len(fast.token_ids) == max_tokens
+        check_events(events, fast)
+    with pytest.raises(ValueError, match="exceeds the target's context of 512"):
+        run(pair, prompt + [5], mode="dflash", max_tokens=40, tree=tree, block_size=8 if tree == 0 else None)
+
+
 def test_limits_and_bad_input():
     pair = tiny_pair("llama", tiny_drafter(block_size=8))
     with pytest.raises(ValueError, match="context"):

@@ -58,13 +58,16 @@ def tiny_model(family: str, seed: int = 0, tied: bool | None = None):
     return model
 
 
-def tiny_drafter(num_target_layers: int = 4, taps=(0, 2), block_size: int = 8, seed: int = 1):
+def tiny_drafter(num_target_layers: int = 4, taps=(0, 2), block_size: int = 8, seed: int = 1,
+                 window: int | None = None):
+    """window: every layer a sliding one over the context's last `window` positions."""
     mx.random.seed(seed)
     args = DrafterArgs(hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
                        num_target_layers=num_target_layers, mask_token_id=VOCAB - 1,
                        target_layer_ids=list(taps), block_size=block_size, head_dim=8,
-                       rope_theta=10000.0, max_position_embeddings=512)
+                       rope_theta=10000.0, max_position_embeddings=512,
+                       layer_types=["sliding_attention"] * 2 if window else None, sliding_window=window)
     d = Drafter(args)
     d.set_dtype(mx.float32)
     mx.eval(d.parameters())
