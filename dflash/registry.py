@@ -8,7 +8,9 @@ from typing import Optional
 
 from .builtin import BUILTIN_TARGET_ID as BUILTIN_TARGET
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+_HERE = Path(__file__).resolve().parent
+# an installed wheel carries assets/ as dflash/assets (pyproject.toml); a checkout has it beside dflash/
+ASSETS = _HERE / "assets" if (_HERE / "assets").is_dir() else _HERE.parent / "assets"
 BUILTIN_DRAFTER = ASSETS / "smollm2-135m-instruct-dflash"
 
 # base name -> drafter (Hub id, or a directory shipped in assets/)
