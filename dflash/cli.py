@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 import zipfile
 
@@ -71,11 +72,12 @@ def add_distributed_arg(p: argparse.ArgumentParser) -> None:
 
 
 def generate_main(argv=None) -> int:
-    try:
-        return _generate(argv)
-    except KeyboardInterrupt:  # Ctrl-C: no traceback; os._exit, as MLX may still be busy
-        sys.stdout.flush()
+    def interrupted(*_):  # Ctrl-C: no traceback, and no unwinding through the engine's cleanup
+        sys.stdout.flush()  # (which may wait on MLX): the text so far, then out
         os._exit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
+    return _generate(argv)
 
 
 def _generate(argv=None) -> int:

@@ -223,7 +223,12 @@ def interrupted(cmd: list, stream: str) -> str:
     try:
         first = os.read(getattr(p, stream).fileno(), 1)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            raise AssertionError(f"still running 60 s after Ctrl-C; it wrote {first + out[-500:]!r} / {err[-1500:]!r}")
     finally:
         p.kill()
     assert p.returncode == 130, (p.returncode, err[-2000:])
