@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import signal
 import sys
 import zipfile
 
@@ -72,11 +70,9 @@ def add_distributed_arg(p: argparse.ArgumentParser) -> None:
 
 
 def generate_main(argv=None) -> int:
-    def interrupted(*_):  # Ctrl-C: no traceback, and no unwinding through the engine's cleanup
-        sys.stdout.flush()  # (which may wait on MLX): the text so far, then out
-        os._exit(130)
+    from .server import exit_on_ctrl_c
 
-    signal.signal(signal.SIGINT, interrupted)
+    exit_on_ctrl_c()  # the text so far, then out: no unwinding through the engine's cleanup
     return _generate(argv)
 
 

@@ -120,7 +120,7 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
             return out
         return run
 
-    def draft(k):
+    def chain_draft(k):
         return lambda: drafter.propose(target, 5, k, dcache)
 
     if tree_nodes:
@@ -137,21 +137,21 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
         timed_chains = {min(n, b) for n in TIMED_SIZES[:2]} | {b}
         chain_ms = _monotone(_between({n: timed(verify(n + 1)) for n in timed_chains}, chains))
 
-        def draft():
+        def tree_draft():
             return tree_mod.build(5, *tree_mod.candidates(
                 drafter.draft_logits(target, 5, block_size, dcache), token_ids=drafter.token_ids),
                 sizes[-1]).tokens
-        costs = {"step_ms": step_ms, "verify_ms": verify_ms, "chain_ms": chain_ms, "draft_ms": timed(draft)}
+        costs = {"step_ms": step_ms, "verify_ms": verify_ms, "chain_ms": chain_ms, "draft_ms": timed(tree_draft)}
         far_shapes = {"verify_ms": {n: verify(n + 1, _sample_tree(n, b)) for n in _far_sizes(sizes)},
-                      "chain_ms": {b: verify(b + 1)}, "draft_ms": draft}
+                      "chain_ms": {b: verify(b + 1)}, "draft_ms": tree_draft}
     else:
         ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
         verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})
         step_ms = verify_ms.pop(1)
         costs = {"step_ms": step_ms, "verify_ms": verify_ms,
-                 "draft_ms": _monotone({k: timed(draft(k)) for k in ks})}
+                 "draft_ms": _monotone({k: timed(chain_draft(k)) for k in ks})}
         far_shapes = {"verify_ms": {k: verify(k) for k in {min(4, block_size), block_size}},
-                      "draft_ms": {block_size: draft(block_size)}}
+                      "draft_ms": {block_size: chain_draft(block_size)}}
     far = min(far or 0, (target.max_context or 1 << 30) - context - (tree_nodes or block_size) - 1)
     if far >= MIN_FAR:
         _stand_in_context(cache, far)

@@ -926,11 +926,24 @@ def main(argv=None) -> int:
     add_listen_args(p, 8000)
     add_distributed_arg(p)
     a = p.parse_args(argv)
+    exit_on_ctrl_c()  # while the pair loads; uvicorn takes Ctrl-C over once it serves
     try:
         return _serve(a)
-    except KeyboardInterrupt:  # Ctrl-C while the pair loads: no traceback, no abort in MLX's threads
+    except KeyboardInterrupt:  # raised again by uvicorn after a Ctrl-C while serving
         sys.stderr.flush()
         os._exit(130)
+
+
+def exit_on_ctrl_c() -> None:
+    """Ctrl-C ends the process at once (exit 130): no traceback, no abort in MLX's threads, and
+    no KeyboardInterrupt that a library between here and the signal could swallow (a load
+    interrupted in its first second went on to serve, once in a while)."""
+    def interrupted(*_):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
 
 
 def _serve(a) -> int:
