@@ -60,7 +60,7 @@ MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not m
 
 
 FAR = 2048  # costs are timed again this many tokens further into the context (costs_at)
-FAR_REPS = 2
+FAR_REPS = 1  # after a warm-up run: a growth rate, not a ranking; each far pass is slow on a CPU
 MIN_FAR = 128  # a target whose context leaves less room is timed near only
 
 

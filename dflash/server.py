@@ -453,7 +453,7 @@ class Metrics:
         everything = {k: sum(m[k] for m in modes.values()) for k in next(iter(modes.values()), {})}
 
         def by_context(mode):  # tau falls or holds as the context grows: buckets in order
-            return {b: {"requests": m["requests"], **_totals(m)} for b in _bucket_names()
+            return {b: {"requests": m["requests"], **_totals(m)} for b in BUCKET_NAMES
                     if (m := sums.get((mode, b)))}
         return {"window": self.recent.maxlen, "requests": recent,
                 "totals": {"requests": requests, "errors": errors, **_totals(everything),
@@ -461,14 +461,12 @@ class Metrics:
                                        for mode, m in modes.items()}}}
 
 
-def _bucket_names() -> list[str]:
-    edges = (0, *CONTEXT_BUCKETS)
-    return [f"{a}-{b - 1}" for a, b in zip(edges, edges[1:])] + [f"{edges[-1]}+"]
+BUCKET_NAMES = [f"{a}-{b - 1}" for a, b in zip((0, *CONTEXT_BUCKETS), CONTEXT_BUCKETS)] + [f"{CONTEXT_BUCKETS[-1]}+"]
 
 
 def context_bucket(prompt_tokens: int) -> str:
     """The /metrics bucket of a request's prompt length ("0-511", ..., "4096+")."""
-    return _bucket_names()[sum(prompt_tokens >= e for e in CONTEXT_BUCKETS)]
+    return BUCKET_NAMES[sum(prompt_tokens >= e for e in CONTEXT_BUCKETS)]
 
 
 def _totals(m: dict) -> dict:
