@@ -43,7 +43,7 @@ from dflash.server import run as run_server
 from dflash.ui import (CSS, LABELS, Race, Run, acceptance_histogram, cycles_chart, metrics_html, named_ids,
                        pane_html, pane_state, position_chart, race_chart, race_views, results_markdown,
                        tree_cycle, verdict_html)
-from dflash.tree_view import tree_figure
+from dflash.tree_view import message_figure, tree_figure
 from dflash.verdict import first_divergence, logit_margin
 from dflash.worker import Status, Worker, pair_key
 
@@ -347,7 +347,7 @@ class Playground:
             cycle, _ = tree_cycle(race)
             yield frame(status=final_status(race), **race_views(race), history=history,
                         past=history_update(history), loaded=choice if choice != CUSTOM else gr.skip(),
-                        tree_plot=self.tree(history, 0, None), tree_cycle=cycle.index + 1 if cycle else None)
+                        tree_plot=self.tree(history, 0, None), tree_cycle=str(cycle.index + 1) if cycle else "")
         except Exception as e:  # bad input or a failed load: tell the user, keep serving
             revert = gr.update(value=loaded) if loaded and choice not in (loaded, CUSTOM) else gr.skip()
             yield self._failed(e, model=revert)
@@ -474,15 +474,27 @@ class Playground:
         return races[index]
 
     def tree(self, history, index, number):
-        """The drafted tree of one DFlash cycle of a recorded race (None: the most telling one)."""
+        """The drafted tree of one DFlash cycle of a recorded race (None: the most telling one),
+        or a figure saying why there is none."""
+        if not history:
+            return message_figure("Run a race first: this draws one of its DFlash cycles.")
         try:
             race = self._recorded(history, index if index is not None else 0)
-            cycle, staged = tree_cycle(race, int(number) if number not in (None, "") else None)
-        except (ValueError, TypeError):
-            return None
-        if cycle is None:
-            return None
-        return tree_figure(cycle, race.decode, staged)
+        except ValueError as e:
+            return message_figure(str(e))
+        try:
+            n = None if number in (None, "") else int(number)
+        except (TypeError, ValueError, OverflowError):
+            return message_figure(f"The cycle must be a whole number (got {number}).")
+        cycle, staged = tree_cycle(race, n)
+        cycles = len(race.dflash.cycles)
+        if cycle is not None:
+            return tree_figure(cycle, race.decode, staged)
+        if not cycles:
+            return message_figure("This race's DFlash run has no cycles (it was stopped before them).")
+        if n is None:
+            return message_figure("This race's DFlash run verified no tree: type a cycle number to see one.")
+        return message_figure(f"There is no cycle {n}: this race's DFlash run has cycles 1 to {cycles}.")
 
     def results(self, history, index) -> str:
         """The race's summary as markdown, for a slide or an issue comment."""
@@ -600,10 +612,11 @@ def _views(c) -> None:
         c.cycles = gr.Plot(elem_id="cycles-plot", show_label=False)
         c.hist = gr.Plot(elem_id="hist-plot", show_label=False)
         c.pos = gr.Plot(elem_id="pos-plot", show_label=False)
-    with gr.Row(equal_height=True):  # one cycle's drafted tree: why each token was accepted or corrected
-        c.tree_cycle = gr.Number(None, label="Cycle (empty: the most telling)", precision=0, minimum=1,
-                                 elem_id="tree-cycle", scale=1)
-        c.tree_btn = gr.Button("Show the drafted tree", size="sm", elem_id="tree-btn", scale=1)
+    with gr.Row(equal_height=False):  # one cycle's drafted tree: why each token was accepted or corrected
+        # a Textbox: a Number shows "0" for no value
+        c.tree_cycle = gr.Textbox("", label="Cycle", placeholder="empty: the most telling", max_lines=1,
+                                  elem_id="tree-cycle", scale=0, min_width=220)
+        c.tree_btn = gr.Button("Show the drafted tree", size="md", elem_id="tree-btn", scale=0, min_width=230)
     c.tree_plot = gr.Plot(elem_id="tree-plot", show_label=False)
     with gr.Accordion("Results as markdown (Copy results)", open=False) as c.results_box:
         c.results = gr.Textbox(lines=14, show_label=False, buttons=["copy"], elem_id="results-md")

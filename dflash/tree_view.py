@@ -15,6 +15,7 @@ from .events import Cycle
 
 COLORS = {"root": "#7c3aed", "accepted": "#16a34a", "rejected": "#cbd5e1", "target": "#ea580c",
           "copied": "#0f172a"}
+ROW_PX, LABEL_CHARS = 34, 10  # a row's height: room for a label above or below its node
 
 
 def layout(parents: tuple[int, ...]) -> dict[int, tuple[int, float]]:
@@ -41,15 +42,16 @@ def layout(parents: tuple[int, ...]) -> dict[int, tuple[int, float]]:
 
 
 def tree_figure(cycle: Cycle, decode: Callable[[int], str], staged: Optional[int] = None) -> go.Figure:
-    """A plotly figure of a tree cycle (an empty one, titled, for a chain cycle)."""
-    fig = go.Figure()
-    fig.update_layout(template="plotly_white", height=360, margin=dict(l=10, r=10, t=40, b=10),
-                      showlegend=True, legend=dict(orientation="h", y=-0.05),
-                      xaxis=dict(title="depth", dtick=1), yaxis=dict(visible=False, autorange="reversed"))
+    """A plotly figure of a tree cycle (for a chain cycle, one that says so)."""
     if not cycle.parents:
-        fig.update_layout(title=f"cycle {cycle.index + 1}: a chain, not a tree")
-        return fig
+        return message_figure(f"Cycle {cycle.index + 1} verified a chain, not a tree: nothing to draw.")
     pos = layout(cycle.parents)
+    rows = max(row for _, row in pos.values()) + 1
+    fig = go.Figure()
+    fig.update_layout(template="plotly_white", height=max(360, 120 + ROW_PX * rows),
+                      margin=dict(l=10, r=10, t=80, b=10), showlegend=True,
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+                      xaxis=dict(title="depth", dtick=1), yaxis=dict(visible=False, autorange="reversed"))
     accepted = set(cycle.path)
     last = cycle.path[-1] if cycle.path else 0
     for i, p in enumerate(cycle.parents, 1):  # edges, the accepted path drawn over the rest
@@ -83,8 +85,22 @@ def tree_figure(cycle: Cycle, decode: Callable[[int], str], staged: Optional[int
     return fig
 
 
+def message_figure(text: str) -> go.Figure:
+    """An empty figure that says why there is no tree to draw."""
+    fig = go.Figure()
+    fig.update_layout(template="plotly_white", height=160, margin=dict(l=10, r=10, t=10, b=10),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      annotations=[dict(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                                        font=dict(size=15, color="#475569"))])
+    return fig
+
+
 def _nodes(points, texts, name, color) -> go.Scatter:
+    """Labels sit above nodes at even depths, below at odd ones: neighbours never share a line,
+    so a label never runs into the next column's node or label (long ones are cut; hover: all)."""
+    labels = [repr(t)[1:-1] for t in texts]
     return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers+text",
-                      name=name, text=[repr(t)[1:-1][:12] for t in texts], textposition="middle right",
-                      hovertext=[repr(t) for t in texts], hoverinfo="text",
+                      name=name, text=[t if len(t) <= LABEL_CHARS else t[:LABEL_CHARS - 1] + "…" for t in labels],
+                      textposition=["top center" if p[0] % 2 == 0 else "bottom center" for p in points],
+                      textfont=dict(size=11), hovertext=[repr(t) for t in texts], hoverinfo="text",
                       marker=dict(size=11, color=color, line=dict(width=1, color="#334155")))

@@ -1,7 +1,7 @@
 """The playground's tree view is drawn from a Cycle event alone."""
 
 from dflash.events import Cycle, Token
-from dflash.tree_view import COLORS, layout, tree_figure
+from dflash.tree_view import COLORS, ROW_PX, layout, tree_figure
 
 
 def _cycle(parents, path, drafted, committed):
@@ -34,7 +34,19 @@ def test_figure_marks_the_accepted_path_and_the_targets_token():
 
 def test_a_chain_cycle_says_so():
     c = _cycle((), (), (10, 11), [Token(10, "a", "draft")])
-    assert "chain" in tree_figure(c, decode=str).layout.title.text
+    assert "a chain, not a tree" in tree_figure(c, decode=str).layout.annotations[0].text
+
+
+def test_dense_trees_keep_their_labels_apart():
+    # 40 leaves under one node: the figure grows a row's height per leaf; labels alternate
+    # above and below by depth and long ones are cut
+    c = _cycle((0,) + (1,) * 40, (1,), tuple(range(10, 51)), [Token(10, "a", "draft")])
+    fig = tree_figure(c, decode=lambda i: "a-very-long-token" if i == 10 else f"t{i}", staged=5)
+    assert fig.layout.height >= ROW_PX * 40
+    accepted = next(t for t in fig.data if t.name == "accepted draft")
+    assert list(accepted.text) == ["a-very-lo…"] and list(accepted.textposition) == ["bottom center"]
+    rejected = next(t for t in fig.data if t.name == "rejected draft")
+    assert set(rejected.textposition) == {"top center"}
 
 
 def test_copied_nodes_are_ringed():
