@@ -151,6 +151,14 @@ def explain(e: Exception) -> str:
     return message if len(message) <= 300 else message[:300] + "…"
 
 
+def load_average() -> Optional[float]:
+    """The host's 1-minute load average (None where the OS keeps none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def machine_name() -> str:
     """The device the runs are timed on, for the copied results."""
     import mlx.core as mx
@@ -234,6 +242,8 @@ def final_status(race: Race) -> str:
     if race.speedup():
         status += f" DFlash decoded at {race.speedup():.2f}× the target-only speed"
         status += "; outputs identical." if race.divergence is None else f"; outputs differ from token {race.divergence}."
+        if race.trust()[1]:
+            status += " Busy host: the speeds are noisy, run again (Measured with, under the metrics)."
     return status
 
 
@@ -356,7 +366,7 @@ class Playground:
 
     def _race(self, ctl: Control, prompt: str, cfg: GenerationConfig, chat: bool, key: tuple, label: str):
         """Both runs on the one worker (each timed alone); returns the recorded Race."""
-        runs = {"target": Run("target"), "dflash": Run("dflash")}
+        runs, load = {"target": Run("target"), "dflash": Run("dflash")}, load_average()
         yield frame(status="⏳ Preparing the model…", target=pane_html(None, "target", state="waiting"),
                     dflash=pane_html(None, "dflash", state="waiting"), verdict=verdict_html(None, None),
                     metrics=metrics_html(None, None), race=None, cycles=None, hist=None, pos=None, data=None)
@@ -369,7 +379,10 @@ class Playground:
         if cfg.wants_tree() and cfg.tree is None:
             settings["tree"] = "auto"  # the engine's default for this host
         pair = label if label != CUSTOM else " + ".join(filter(None, key))
-        race = Race(runs["target"], runs["dflash"], prompt, settings, pair, self.machine, stopped=ctl.stopped)
+        race = Race(runs["target"], runs["dflash"], prompt, settings, pair, self.machine, stopped=ctl.stopped,
+                    cores=os.cpu_count() or 0)
+        if load is not None and (end := load_average()) is not None:
+            race.load = (load, end)
         t, d = race.target.summary, race.dflash.summary
         if t and d:
             n = min(t.tokens, d.tokens) if race.stopped else None  # a stopped race: what both produced

@@ -30,6 +30,8 @@ KINDS = {
 LABELS = {"target": "Target only", "dflash": "DFlash"}
 FINISH = {"stop": "end of text", "length": "max tokens", "cancelled": "stopped"}
 LINE_COLORS = {"target": "#64748b", "dflash": "#16a34a"}
+BUSY_LOAD = 0.5  # load average per core before a race above which other work competes for the CPU
+NOISY_STEPS = 1.5  # target-only steps whose p90 exceeds the median by this: the clock was disturbed
 
 CSS = """
 .tokens { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, SFMono-Regular,
@@ -59,6 +61,8 @@ CSS = """
 .metrics small { color: var(--body-text-color-subdued); }
 .metrics th:first-child, .metrics td:first-child { text-align: left; color: var(--body-text-color-subdued); }
 .metrics .big { font-weight: 700; font-size: 16px; }
+.metrics td.trust { text-align: left; font-size: 13px; }
+.busy { color: #92400e; font-weight: 600; }
 """
 
 
@@ -83,9 +87,13 @@ class Run:
         """Every committed token with its kind: first | draft | copied | correction | bonus | target."""
         out = [(self.prefill.first, "first")] if self.prefill and self.prefill.first else []
         for c in self.cycles:
-            copied = {j for j, node in enumerate(c.path) if node in c.copied}  # committed in path order
-            out += [(t, "copied" if j in copied else token_kind(t, self.mode)) for j, t in enumerate(c.committed)]
+            out += zip(c.committed, self.kinds(c))
         return out
+
+    def kinds(self, c: Cycle) -> list[str]:
+        """The kind of each token cycle `c` committed (a tree's path is committed in order)."""
+        return ["copied" if j < len(c.path) and c.path[j] in c.copied else token_kind(t, self.mode)
+                for j, t in enumerate(c.committed)]
 
     @property
     def n_tokens(self) -> int:
@@ -108,7 +116,18 @@ class Run:
         return tuple(c.accepted for c in self.cycles)
 
     def block_size(self) -> int:
-        return self.summary.block_size if self.summary else (self.cycles[0].block_size if self.cycles else 0)
+        """The largest block used: the engine's B at the end, while streaming the cycles' own."""
+        return self.summary.block_size if self.summary else max(map(block_used, self.cycles), default=0)
+
+
+def block_used(c: Cycle) -> int:
+    """The most tokens cycle `c` could commit: a chain's verified block, a tree's depth + 1."""
+    if not c.parents:
+        return c.block_size
+    depth = [0]
+    for p in c.parents:
+        depth.append(depth[p] + 1)
+    return max(depth) + 1
 
 
 @dataclass
@@ -126,6 +145,8 @@ class Race:
     divergence: Optional[int] = None
     margin: Optional[float] = None
     stopped: bool = False
+    load: tuple[float, ...] = ()  # the host's 1-minute load average as the race began and ended
+    cores: int = 0
 
     @property
     def runs(self) -> list[Run]:
@@ -137,6 +158,20 @@ class Race:
     def speedup(self) -> Optional[float]:
         t, d = self.target.summary, self.dflash.summary
         return d.decode_tok_s / t.decode_tok_s if t and d and t.decode_tok_s > 0 else None
+
+    def trust(self) -> tuple[str, bool]:
+        """How far to trust the speed numbers, from what was measured: the host's load around
+        the race and the spread of the target-only steps. busy: a rerun may well differ."""
+        parts, busy = [], False
+        if self.load and self.cores:
+            parts.append(f"host load {self.load[0]:.1f} → {self.load[-1]:.1f} on {plural(self.cores, 'core')}")
+            busy = self.load[0] >= BUSY_LOAD * self.cores
+        steps = sorted(c.verify_s for c in self.target.cycles)
+        if len(steps) >= 5:
+            mid, p90 = steps[len(steps) // 2], steps[int(0.9 * (len(steps) - 1))]
+            parts.append(f"target-only step {seconds(mid)} (p90 {seconds(p90)})")
+            busy = busy or p90 > NOISY_STEPS * mid
+        return "; ".join(parts), busy
 
     def data(self) -> dict:
         """The raw summaries, as the engine reported them."""
@@ -230,8 +265,9 @@ def pane_html(run: Optional[Run], mode: str, decode: Optional[Decode] = None, st
 
 # ---- metrics and verdict ---------------------------------------------------------------------
 
-def metrics_html(target: Optional[Summary], dflash: Optional[Summary]) -> str:
-    """Side-by-side numbers of both runs, all read from their Summary events."""
+def metrics_html(target: Optional[Summary], dflash: Optional[Summary], trust: tuple[str, bool] = ("", False)) -> str:
+    """Side-by-side numbers of both runs, all read from their Summary events; `trust`: the
+    race's measurements of how noisy its speeds are (`Race.trust`)."""
     def cell(s, fmt):
         return fmt(s) if s is not None else "–"
 
@@ -254,14 +290,27 @@ def metrics_html(target: Optional[Summary], dflash: Optional[Summary]) -> str:
         ("Prompt tokens", lambda s: f"{s.prompt_tokens}"),
         ("Target passes (cycles)", lambda s: f"{s.cycles}"),
         ("τ: tokens per cycle", lambda s: f"{s.tau:.2f}"),
-        ("Draft acceptance", lambda s: f"{s.acceptance_rate:.0%}" if s.mode == "dflash" else "–"),
+        ("Drafted tokens accepted", acceptance),
         ("Draft / verify / rollback", split),
         ("Finish", lambda s: FINISH.get(s.finish_reason, s.finish_reason)),
     ]
     body = "".join(f"<tr><td>{name}</td><td>{cell(target, f) if f else ''}</td>"
                    f"<td>{cell(dflash, f) if f else speedup}</td></tr>" for name, f in rows)
+    measured, busy = trust
+    if measured:
+        note = '<br><span class="busy">Busy host: the speeds are noisy, run again.</span>' if busy else ""
+        body += f'<tr><td>Measured with</td><td class="trust" colspan="2">{measured}{note}</td></tr>'
     return (f'<table class="metrics"><tr><th></th><th>{LABELS["target"]}</th><th>{LABELS["dflash"]}</th>'
             f"</tr>{body}</table>")
+
+
+def acceptance(s: Summary) -> str:
+    """The engine's acceptance rate, saying what it counts: a tree offers every node, most of
+    them alternatives, so it is low even when each cycle accepts many."""
+    if s.mode != "dflash":
+        return "–"
+    per = "tree node" if s.verify.startswith("tree") else "drafted token"
+    return f"{s.acceptance_rate:.0%}<br><small>of every {per} offered</small>"
 
 
 def seconds(s: float) -> str:
@@ -311,7 +360,7 @@ def race_views(race: Race) -> dict:
     charts = [f(d) if d.cycles else None for f in (cycles_chart, acceptance_histogram, position_chart)]
     return dict(target=pane_html(t, "target", race.decode, pane_state(t, race.stopped)),
                 dflash=pane_html(d, "dflash", race.decode, pane_state(d, race.stopped)),
-                verdict=verdict, metrics=metrics_html(t.summary, d.summary), race=race_chart(race.runs),
+                verdict=verdict, metrics=metrics_html(t.summary, d.summary, race.trust()), race=race_chart(race.runs),
                 cycles=charts[0], hist=charts[1], pos=charts[2], data=race.data())
 
 
@@ -323,7 +372,7 @@ def results_markdown(race: Race) -> str:
     rows = [("Decode speed", lambda s: f"{s.decode_tok_s:.1f} tok/s"),
             ("Generated tokens", lambda s: str(s.tokens)),
             ("τ: tokens per target pass", lambda s: f"{s.tau:.2f}"),
-            ("Draft acceptance", lambda s: f"{s.acceptance_rate:.0%}" if s.mode == "dflash" else "–"),
+            ("Drafted tokens accepted", lambda s: f"{s.acceptance_rate:.0%}" if s.mode == "dflash" else "–"),
             ("Time to first token", lambda s: seconds(s.ttft_s)),
             ("Finish", lambda s: FINISH.get(s.finish_reason, s.finish_reason))]
     table = [f"| | {LABELS['target']} | {LABELS['dflash']} |", "|---|---:|---:|"]
@@ -334,6 +383,9 @@ def results_markdown(race: Race) -> str:
         outcome = "Outputs identical: every DFlash token is the target's own."
     else:
         outcome = f"Outputs differ from token {race.divergence}."
+    measured, busy = race.trust()
+    if measured:
+        outcome += f" Measured with {measured}" + (" (a busy host: noisy speeds)." if busy else ".")
     settings = ", ".join(f"{k} {v}" for k, v in race.settings.items())
     prompt = race.prompt if len(race.prompt) <= 300 else race.prompt[:300] + "…"
     return "\n".join([f"**DFlash playground**: {head}", "", f"{race.pair} on {race.machine}", "", *table, "",
@@ -390,22 +442,23 @@ def race_chart(runs: list[Run], clock: Optional[float] = None) -> go.Figure:
 
 
 def cycles_chart(run: Run) -> go.Figure:
-    """Committed tokens per verify cycle, split into accepted drafts and the target's token."""
+    """Committed tokens per verify cycle by kind, under the block each cycle used (a chain's
+    verified block, a tree's depth + 1: the most it could commit)."""
     x = [c.index + 1 for c in run.cycles]
+    kinds = [run.kinds(c) for c in run.cycles]
+    present = [k for k in ("draft", "copied", "correction", "bonus") if k != "copied" or any(c.copied for c in run.cycles)]
     traces = [dict(type="bar", x=x, name=KINDS[kind][1], marker=dict(color=KINDS[kind][0],
-                   line=dict(color="#475569", width=0.3)),
-                   y=[sum(token_kind(t, run.mode) == kind for t in c.committed) for c in run.cycles])
-              for kind in ("draft", "correction", "bonus")]
-    B = run.block_size()
-    block = [dict(type="line", xref="paper", x0=0, x1=1, y0=B, y1=B, line=dict(color="#94a3b8", dash="dot"))]
-    note = [dict(text="block size", xref="paper", x=0, y=B, yanchor="bottom", xanchor="left",
-                 showarrow=False, font=dict(size=11, color="#64748b"))]
-    top = max([B] + [len(c.committed) for c in run.cycles])
+                   line=dict(color="#475569", width=0.3)), y=[ks.count(kind) for ks in kinds])
+              for kind in present]
+    used = [block_used(c) for c in run.cycles]
+    if used:  # a step per cycle: adaptive chains and trees change it
+        traces.append(dict(type="scatter", x=x, y=used, mode="lines", name="block used", hoverinfo="x+y",
+                           line=dict(color="#64748b", dash="dot", shape="hvh", width=1.5)))
+    top = max(used + [len(c.committed) for c in run.cycles], default=1)
     return _figure(traces, "Committed tokens per cycle", "cycle", "tokens", barmode="stack",
-                   shapes=block if B else [], annotations=note if B else [],
                    xaxis=dict(dtick=_count_axis(len(x))["dtick"]), yaxis=_count_axis(top),
-                   legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom",
-                               traceorder="normal", font=dict(size=11)))
+                   height=340, margin=dict(l=55, r=15, t=40, b=95),  # five entries: the legend goes below
+                   legend=dict(orientation="h", x=0, y=-0.3, yanchor="top", traceorder="normal", font=dict(size=11)))
 
 
 def acceptance_histogram(run: Run) -> go.Figure:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from dataclasses import replace
 from types import SimpleNamespace
 
 import httpx
@@ -25,7 +26,7 @@ from dflash.config import MAX_TOKENS_LIMIT
 from dflash.events import Cycle, Prefill, Summary, Token
 from dflash.registry import BUILTIN_DRAFTER, PICKER
 from dflash.replay import duration
-from dflash.ui import (Run, acceptance_histogram, cycles_chart, metrics_html, pane_html, position_chart,
+from dflash.ui import (Race, Run, acceptance_histogram, cycles_chart, metrics_html, pane_html, position_chart,
                        race_chart, verdict_html)
 from dflash.verdict import first_divergence
 from dflash.worker import Worker, pair_key
@@ -60,6 +61,36 @@ def test_accepted_copies_have_their_own_colour():
                   0.01, 0.02, 0.0, 0.3, 6, 3, parents=(0, 1, 0), path=(1,), copied=(3,)))
     assert [k for _, k in run.tokens()] == ["first", "copied", "copied", "correction", "draft", "correction"]
     assert 'class="tk tk-copied"' in pane_html(run, "dflash")
+
+
+def test_the_copy_colour_and_the_block_used_in_the_cycles_chart():
+    run = Run("dflash")
+    run.add(Prefill("dflash", 5, Token(1, "a", "target"), 0.1))
+    # a tree of depth 2 whose path is the copy; then a chain cycle of a 3-token block
+    run.add(Cycle(0, 4, (7, 8, 9), 2, (Token(7, "x", "draft"), Token(8, "y", "draft"), Token(2, "z", "target", 9)),
+                  0.01, 0.02, 0.0, 0.2, 4, 2, parents=(0, 1, 0), path=(1, 2), copied=(1, 2)))
+    run.add(Cycle(1, 3, (4, 5), 1, (Token(4, "u", "draft"), Token(3, "v", "target", 5)), 0.01, 0.02, 0.0, 0.3, 6, 3))
+    bars = {t.name: list(t.y) for t in cycles_chart(run).data}
+    assert bars["accepted copy"] == [2, 0] and bars["accepted draft"] == [0, 1] and bars["correction"] == [1, 1]
+    assert bars["block used"] == [3, 3]  # the tree's depth + 1, the chain's block
+    assert "accepted copy" not in {t.name for t in cycles_chart(_run()).data}  # no copies: no legend entry
+
+
+def test_the_speedup_says_how_far_to_trust_it():
+    def race(load, steps):
+        target = Run("target")
+        for i, s in enumerate(steps):
+            target.add(Cycle(i, 1, (), 0, (Token(i, "t", "target"),), 0.0, s, 0.0, 0.1 * (i + 1), i + 2, 0))
+        return Race(target, Run("dflash"), "p", {}, "pair", "box", load=load, cores=2)
+
+    calm = race((0.2, 1.1), [0.05] * 10)
+    assert calm.trust() == ("host load 0.2 → 1.1 on 2 cores; target-only step 50 ms (p90 50 ms)", False)
+    assert race((1.6, 2.5), [0.05] * 10).trust()[1]  # other work held most of the cores
+    assert race((0.1, 1.0), [0.05] * 8 + [0.2] * 2).trust()[1]  # the target's steps were disturbed
+    assert "Busy host" in metrics_html(None, None, race((1.6, 2.5), [0.05] * 10).trust())
+    assert "Busy host" not in metrics_html(None, None, calm.trust())
+    tree = replace(_summary("dflash", [1, 2]), verify="tree 8", acceptance_rate=0.29)
+    assert "29%<br><small>of every tree node offered" in metrics_html(None, tree)
 
 
 def test_the_long_preset_is_a_long_context_within_the_playground_s_limit():
@@ -118,7 +149,7 @@ def test_verdict():
 def test_charts_and_metrics_build():
     run = _run()
     bars = cycles_chart(run).data
-    assert [sum(t.y[i] for t in bars) for i in range(2)] == [3, 4]
+    assert [sum(t.y[i] for t in bars if t.type == "bar") for i in range(2)] == [3, 4]
     assert list(acceptance_histogram(run).data[0].y) == [0, 0, 1, 1]
     assert list(position_chart(run).data[0].y) == [1.0, 1.0, 0.5]
     assert len(race_chart([run]).data) == 2
@@ -273,6 +304,13 @@ def test_replay_of_a_finished_race_and_its_results():
     cursors = [u["race"].layout.shapes[0].x0 for u in replay if hasattr(u["race"], "layout") and u["race"].layout.shapes]
     assert cursors[0] == 0 and cursors == sorted(cursors)  # the race chart's cursor follows the clock
     assert cursors[-1] == pytest.approx(duration(last["history"][0].runs))
+    race = last["history"][0]
+    assert race.load and race.cores and "Measured with" in last["metrics"] and "host load" in last["metrics"]
+    # the tree view says why it has nothing to draw (this race verified chains)
+    said = {n: pg.tree(last["history"], 0, n).layout.annotations[0].text for n in (None, 1, 9999, "x")}
+    assert "verified no tree" in said[None] and "a chain, not a tree" in said[1]
+    assert said[9999] == f"There is no cycle 9999: this race's DFlash run has cycles 1 to {len(race.dflash.cycles)}."
+    assert "whole number" in said["x"] and "Run a race first" in pg.tree([], None, 3).layout.annotations[0].text
     md = pg.results(last["history"], 0)
     d, t = last["data"]["dflash"], last["data"]["target"]
     for text in (f"{t['decode_tok_s']:.1f} tok/s", f"{d['decode_tok_s']:.1f} tok/s", f"{d['tau']:.2f}",
