@@ -23,7 +23,7 @@ Decode = Callable[[int], str]
 KINDS = {
     "draft": ("#bbf7d0", "accepted draft", "drafted and accepted by the target"),
     "copied": ("#99f6e4", "accepted copy", "copied from earlier in the context and accepted by the target"),
-    "correction": ("#fecaca", "correction", "the target's token where it rejected the draft (hover: the draft)"),
+    "correction": ("#fecaca", "correction", "the target's token where it rejected the draft (hover or tap: the draft)"),
     "bonus": ("#bfdbfe", "bonus", "the target's extra token after a fully accepted block"),
     "first": ("#e9d5ff", "first token", "the target's token at the end of prefill"),
 }
@@ -41,7 +41,13 @@ CSS = """
 .tk { border-radius: 3px; box-decoration-break: clone; -webkit-box-decoration-break: clone;
   box-shadow: inset -1px 0 0 rgba(15, 23, 42, 0.18); }
 """ + "".join(f".tk-{k} {{ background: {c[0]}; color: #111827; }}\n" for k, c in KINDS.items()) + """
-.tk-correction { cursor: help; border-bottom: 2px solid #ef4444; }
+.tk-correction { cursor: help; border-bottom: 2px solid #ef4444; position: relative; }
+.tk[data-tip]:hover::after, .tk[data-tip]:focus::after { content: attr(data-tip); position: absolute;
+  left: 0; top: calc(100% + 4px); z-index: 20; white-space: pre; padding: 6px 9px; border-radius: 6px;
+  background: #1e293b; color: #f8fafc; font-size: 12.5px; line-height: 1.5; box-shadow: 0 4px 14px
+  rgba(15, 23, 42, 0.3); pointer-events: none; }
+.tk[data-tip]:focus { outline: 2px solid #ef4444; }
+.tokens, .pane { overflow: visible !important; }
 .tk-target { box-shadow: none; }
 .pane-head { display: flex; align-items: baseline; gap: 12px; flex-wrap: wrap; margin: 2px 0 6px; }
 .pane-head b { font-size: 16px; }
@@ -210,14 +216,18 @@ def tokens_html(run: Run, decode: Optional[Decode] = None) -> str:
     """The run's text as escaped per-token spans in a whitespace-preserving <pre>."""
     spans = []
     for tok, kind in run.tokens():  # tok.text is "" inside a multi-byte character: an empty span
-        title = ""
-        if kind == "correction":
-            drafted = repr(decode(tok.proposed)) if decode else f"id {tok.proposed}"
-            title = f' title="{html.escape(f"drafter proposed {drafted}, target chose {tok.text!r}")}"'
-        elif kind == "bonus":
-            title = ' title="bonus: every draft of this block was accepted"'
-        spans.append(f'<span class="tk tk-{kind}"{title}>{html.escape(tok.text, quote=False)}</span>')
+        card = ""
+        if kind == "correction":  # a CSS hover card; tabindex: a tap focuses it on touch screens
+            drafted = shown(decode(tok.proposed)) if decode else f"id {tok.proposed}"
+            tip = f"drafter proposed {drafted}\ntarget chose {shown(tok.text)}"
+            card = f' tabindex="0" data-tip="{html.escape(tip)}"'
+        spans.append(f'<span class="tk tk-{kind}"{card}>{html.escape(tok.text, quote=False)}</span>')
     return f'<pre class="tokens">{"".join(spans)}</pre>'
+
+
+def shown(text: str) -> str:
+    """A token as a reader sees it in a hover card: quoted, whitespace made visible."""
+    return "“" + text.replace("\n", "↵").replace("\t", "⇥") + "”"
 
 
 def legend_html(mode: str = "dflash") -> str:

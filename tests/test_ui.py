@@ -128,7 +128,8 @@ def test_token_pane_is_faithful_and_coloured():
     html = pane_html(run, "dflash", decode=lambda i: f"P{i}")
     assert "a&lt;b&gt;" in html and " \n  x" in html and "\t" in html and "😀" in html
     assert html.count('class="tk tk-') == 8 + 5  # one span per token (even a "" one), + the legend
-    assert "drafter proposed &#x27;P9&#x27;, target chose &#x27;é&#x27;" in html
+    # the correction's hover card (CSS, focusable for touch): the texts as shown, no Python quotes
+    assert '<span class="tk tk-correction" tabindex="0" data-tip="drafter proposed “P9”\ntarget chose “é”">' in html
     assert run.n_tokens == 8 and run.tok_s() == pytest.approx(7 / 0.2)
 
 
