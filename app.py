@@ -299,9 +299,11 @@ class Playground:
 
     def pick(self, choice, custom_target, custom_draft) -> tuple:
         """(model, draft) for the worker; ValueError saying what to do when it cannot be loaded."""
-        if choice != CUSTOM:
-            if choice not in self.choices:
-                raise ValueError(f"Unknown model choice {choice!r}.")
+        if choice not in (*self.choices, CUSTOM):  # an id typed into the picker: a custom target
+            if not self.allow_custom:
+                raise ValueError(f"{str(choice)[:200]} was not loaded. {CUSTOM_OFF}")
+            choice, custom_target = CUSTOM, str(choice or "")
+        elif choice != CUSTOM:
             return self.choices[choice]
         if not self.allow_custom:
             raise ValueError(CUSTOM_OFF)
@@ -318,6 +320,32 @@ class Playground:
                              f"or a Hub id), or pick a target of: {supported_bases()}.")
         return target, draft
 
+    def typed(self, choice, loaded=None) -> tuple:
+        """The picker's value changed: a listed pick shows or hides the custom boxes; a typed id
+        goes into the target box (or, with custom models off, is named and refused)."""
+        if choice in self.choices:
+            return gr.update(visible=choice == CUSTOM), gr.skip(), gr.skip(), gr.skip()
+        target = str(choice or "").strip()
+        try:
+            self.pick(choice, None, None)
+            said = f"Custom target {target}: Run loads it with the registry's drafter."
+        except ValueError as e:
+            said = f"⚠ {e}"
+        if not self.allow_custom:
+            return gr.update(visible=False), gr.skip(), said, gr.update(value=loaded)
+        return gr.update(visible=True), target, said, gr.update(value=CUSTOM)
+
+    def _load(self, key: tuple):
+        """The worker's load of pair `key` (Status lines, then the pair); a failure names the pair."""
+        try:
+            return (yield from self.worker.prepare(*key))
+        except Exception as e:
+            if not isinstance(e, ValueError):
+                traceback.print_exc()
+            why = explain(e)
+        # raised outside the handler, so that explain() reads this message, not its cause's
+        raise ValueError(f"{' + '.join(filter(None, key)) or 'The embedded pair'} did not load: {why}")
+
     def choose(self, choice, loaded=None):
         """Prepare the picked pair right away, with progress (a Hub pair downloads here); on
         failure, say what to do and put the picker back on the pair still loaded."""
@@ -329,7 +357,7 @@ class Playground:
             key = self.pick(choice, None, None)
             for ahead in self.turns.wait(ctl):
                 yield frame(CHOOSE_OUT, status=f"⏳ Waiting for another run (position {ahead} in line)…")
-            for item in self.worker.prepare(*key):
+            for item in self._load(key):
                 if isinstance(item, Status):
                     yield frame(CHOOSE_OUT, status=f"⏳ {item.message}")
             yield frame(CHOOSE_OUT, status=f"✓ {choice} is ready.", loaded=choice)
@@ -400,7 +428,7 @@ class Playground:
     def _prepare(self, ctl: Control, key: tuple):
         """Load the pair on the worker (Status lines on the way); returns a decode(id) function."""
         pair = None
-        for item in self.worker.prepare(*key):
+        for item in self._load(key):
             if isinstance(item, Status):
                 yield frame(status=f"⏳ {item.message}")
             else:
@@ -540,6 +568,11 @@ HEADER = """
   pass; the target checks the block in one pass and keeps the prefix it agrees with. Every token is the
   target's own choice, so the output should match the target alone, only sooner.</span>
 </div>"""
+# one warning at a time: Gradio stacks its toasts, newest last; the newest replaces the others
+TOAST_CSS = """
+.toast-wrap > .toast-item:not(:last-child), .toast-messages > .toast-message-item:not(:last-child),
+.toast-separator, .toast-count { display: none !important; }
+"""
 # the clipboard needs a secure context (localhost or https); elsewhere the text box's copy button
 COPY_JS = "(text) => { if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {}); }"
 
@@ -584,10 +617,12 @@ def _prompt_panel(c, presets: dict) -> None:
 
 def _settings_panel(c, choices: dict) -> None:
     first = next(iter(choices))
-    c.model = gr.Dropdown(list(choices), value=first, label="Model pair (target + drafter)", elem_id="model")
+    c.model = gr.Dropdown(list(choices), value=first, label="Model pair (target + drafter)", elem_id="model",
+                          allow_custom_value=True)  # a typed Hub id or directory: a custom target
     c.loaded = gr.State(first)  # the picked pair that loaded: the picker returns to it after a failure
     with gr.Group(visible=False) as c.custom_box:
-        c.custom_target = gr.Textbox("", label="Target: mlx-lm directory or Hub id", placeholder=EXAMPLES["target"])
+        c.custom_target = gr.Textbox("", label="Target: mlx-lm directory or Hub id", placeholder=EXAMPLES["target"],
+                                     elem_id="custom-target")
         c.custom_draft = gr.Textbox("", label="Drafter: directory or Hub id (empty: from the registry)",
                                     placeholder=EXAMPLES["drafter"])
     with gr.Row():
@@ -661,7 +696,7 @@ def _wire(pg: Playground, c, presets: dict) -> None:
                      [c.results, c.results_box], api_name="results", queue=False).then(None, c.results, js=COPY_JS)
     for name, btn in c.presets.items():
         btn.click(lambda text=presets[name]: text, None, c.prompt, api_visibility="private", queue=False)
-    c.model.change(lambda choice: gr.update(visible=choice == CUSTOM), c.model, c.custom_box,
+    c.model.change(pg.typed, [c.model, c.loaded], [c.custom_box, c.custom_target, c.status, c.model],
                    api_visibility="private", queue=False)
     # .select, not .input: Gradio's dropdown fires .input twice for one pick (two loads, two toasts)
     c.model.select(pg.choose, [c.model, c.loaded], out(CHOOSE_OUT), api_name="choose", concurrency_limit=None)
@@ -674,7 +709,7 @@ def mount(demo: gr.Blocks, worker: Worker, args, cluster: Optional[dict] = None)
     demo.queue(default_concurrency_limit=1)
     api = create_app(worker, args.model, args.draft, cluster, args.host, args.allow_origin)
     # no file inputs: the guard refuses uploads, and Gradio's own limit would refuse any byte
-    return gr.mount_gradio_app(api, demo, path="/", theme=theme, css=CSS, max_file_size=0)
+    return gr.mount_gradio_app(api, demo, path="/", theme=theme, css=CSS + TOAST_CSS, max_file_size=0)
 
 
 def serve(demo: gr.Blocks, worker: Worker, args, cluster: Optional[dict] = None, on_stop=None) -> None:

@@ -273,7 +273,8 @@ def test_a_failed_pick_says_what_to_do_and_returns_to_the_loaded_pair(monkeypatc
     hub_pick = next(label for label in pg.choices if "Hub" in label)
     for _ in range(2):
         status, model, loaded = list(pg.choose(hub_pick, "tiny"))[-1]
-        assert status == f"⚠ {NO_NETWORK}" and model == {"__type__": "update", "value": "tiny"}
+        assert status == f"⚠ {' + '.join(pg.choices[hub_pick])} did not load: {NO_NETWORK}"  # named
+        assert model == {"__type__": "update", "value": "tiny"}
     assert pg.worker.loaded() == [pair_key("tiny-llama", "tiny-drafter")] and calls.count(calls[0]) == 1
     assert views(list(pg.run(**run_args(), request=session()))[-1])["status"].startswith("✓ Done")
 
@@ -284,6 +285,12 @@ def test_custom_paths_what_to_do(tmp_path):
     assert "does not exist on this machine" in list(missing)[-1][0]
     unknown = list(pg.run(**run_args(choice=CUSTOM, custom_target="org/Unknown-Model-1B"), request=session()))
     assert "drafter box" in unknown[-1][0] and "--draft" not in unknown[-1][0]
+    # an id typed into the picker is the custom target: used, or named in what to do
+    typed = list(pg.run(**run_args(choice="org/Unknown-Model-1B"), request=session()))[-1][0]
+    assert typed == unknown[-1][0]
+    box, target, said, model = pg.typed("org/Unknown-Model-1B", "tiny")
+    assert box["visible"] and target == "org/Unknown-Model-1B" and model["value"] == CUSTOM
+    assert said.startswith("⚠ No DFlash drafter is known for org/Unknown-Model-1B")
 
 
 def test_custom_models_only_when_allowed(tmp_path):
@@ -292,6 +299,10 @@ def test_custom_models_only_when_allowed(tmp_path):
     said = {list(pg.run(**run_args(choice=CUSTOM, custom_target=t), request=session()))[-1][0]
             for t in (str(tmp_path), str(tmp_path / "nope"), "org/Model")}
     assert said == {f"⚠ {CUSTOM_OFF}"} and calls == []  # nothing loaded, nothing revealed
+    # an id typed into the picker is named, refused, and the picker goes back to the loaded pair
+    typed = list(pg.run(**run_args(choice="org/Model"), request=session()))[-1][0]
+    assert typed == f"⚠ org/Model was not loaded. {CUSTOM_OFF}" and calls == []
+    assert pg.typed("org/Model", "tiny")[2:] == (typed, {"__type__": "update", "value": "tiny"})
     assert CUSTOM not in model_choices(None, None, allow_custom=False) and CUSTOM in model_choices(None, None)
     assert custom_models_allowed("127.0.0.1", None) and not custom_models_allowed("0.0.0.0", None)
     assert custom_models_allowed("0.0.0.0", True) and not custom_models_allowed("127.0.0.1", False)
