@@ -597,7 +597,6 @@ def build_demo(worker: Worker, model: Optional[str] = None, draft: Optional[str]
                 _prompt_panel(c, presets)
             with gr.Column(scale=2):
                 _settings_panel(c, pg.choices)
-        _replay_bar(c)
         _views(c)
         _wire(pg, c, presets)
     return demo
@@ -627,20 +626,25 @@ def _settings_panel(c, choices: dict) -> None:
                                     placeholder=EXAMPLES["drafter"])
     with gr.Row():
         c.max_tokens = gr.Slider(1, MAX_TOKENS_LIMIT, 128, step=1, label="Max new tokens", elem_id="max-tokens",
-                                 info=f"1–{MAX_TOKENS_LIMIT}, the CLI's and the API's limit too")
-        c.seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
-    with gr.Row():  # how DFlash verifies
-        c.tree = gr.Dropdown(list(TREES), value="auto", label="Tree budget", elem_id="tree",
-                             info="drafted nodes verified per pass; auto: sized per cycle from measured costs "
-                                  "(64 on a CUDA GPU)")
-        c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1, label="Block size (chain)",
-                                 elem_id="block-size", info="with Tree budget = chain: ≤ the drafter's block")
-        c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature")
-    c.chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
-    c.lookup = gr.Checkbox(True, elem_id="lookup", label="Copy from the context (trees also verify what "
-                           "followed the text's last tokens where they occurred before)")
-    c.adaptive = gr.Checkbox(False, elem_id="adaptive", label="Adaptive chain length (≤ block size, from "
-                             "measured costs; plain target steps when drafting does not pay)")
+                                 info=f"1–{MAX_TOKENS_LIMIT}, as in the CLI and the API", scale=3)
+        c.seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed", scale=1, min_width=90)
+    # folded: the defaults suit a first run, and the output then starts on the first screen
+    with gr.Accordion("More settings (tree, block size, temperature…)", open=False,
+                      elem_id="more-settings"):
+        with gr.Row():  # how DFlash verifies
+            c.tree = gr.Dropdown(list(TREES), value="auto", label="Tree budget", elem_id="tree",
+                                 info="drafted nodes verified per pass; auto: sized per cycle from measured "
+                                      "costs (64 on a CUDA GPU)")
+            c.block_size = gr.Slider(2, 16, default_block_size(DEFAULT_BLOCK_SIZE), step=1,
+                                     label="Block size (chain)", elem_id="block-size",
+                                     info="with Tree budget = chain: ≤ the drafter's block")
+            c.temperature = gr.Slider(0, 2, 0, step=0.05, label="Temperature", info="0 = greedy",
+                                      elem_id="temperature")
+        c.chat = gr.Checkbox(True, label="Chat template (wrap the prompt as a user turn)")
+        c.lookup = gr.Checkbox(True, elem_id="lookup", label="Copy from the context (trees also verify what "
+                               "followed the text's last tokens where they occurred before)")
+        c.adaptive = gr.Checkbox(False, elem_id="adaptive", label="Adaptive chain length (≤ block size, from "
+                                 "measured costs; plain target steps when drafting does not pay)")
 
 
 def _replay_bar(c) -> None:
@@ -658,6 +662,7 @@ def _views(c) -> None:
         c.target = gr.HTML(pane_html(None, "target"), elem_id="target-pane")
         c.dflash = gr.HTML(pane_html(None, "dflash"), elem_id="dflash-pane")
     c.verdict = gr.HTML(verdict_html(None, None), elem_id="verdict")
+    _replay_bar(c)
     with gr.Row(equal_height=False):
         with gr.Column(scale=2):
             c.metrics = gr.HTML(metrics_html(None, None), elem_id="metrics")
