@@ -1,6 +1,7 @@
 """The playground in a real headless Chromium (Debian's, which the README's test command installs):
-a failed model pick, Stop, a full run, its replay and its copied results. Screenshots go to
-out/artifacts/. Without Chromium these tests fail: a missing browser must not pass as a skip."""
+failed and typed model picks, Stop mid-run, the first screen after Run, a full run, its hover
+cards, tree view, replay and copied results. Screenshots go to out/artifacts/. Without Chromium
+these tests fail: a missing browser must not pass as a skip."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app import NO_NETWORK, load_presets
+from app import NO_NETWORK, PICKER, load_presets
 from tests.test_ui import ROOT, launched_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -17,6 +18,7 @@ ARTIFACTS = ROOT / "out" / "artifacts"
 STATUS = "(() => document.querySelector('#status textarea').value)"
 SPANS = "(pane => document.querySelectorAll(`#${pane}-pane pre span.tk`).length)"
 RACE_PLOT = "document.querySelector('#race-plot .js-plotly-plot')"
+CYCLE_BOX = "#tree-cycle input, #tree-cycle textarea"
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,8 @@ def browser_url(tmp_path_factory):
         browser.close()
 
 
-def open_page(browser, url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000},
+def open_page(browser, url, width=1400, height=1000):
+    context = browser.new_context(viewport={"width": width, "height": height},
                                   permissions=["clipboard-read", "clipboard-write"])
     page = context.new_page()
     page.goto(url, wait_until="load")  # never "networkidle": a session's heartbeat stays open
@@ -63,29 +65,46 @@ def click_run(page) -> None:
             continue
 
 
-def test_failed_pick_and_stop(browser_url):
+def test_failed_and_typed_picks(browser_url):
     page = open_page(*browser_url)
     embedded = page.input_value("#model input")
     # a Hub pair without network (the app runs with HF_HUB_OFFLINE): one load, one toast, a message
-    # that says what to do, and the picker back on the pair still loaded
-    page.click("#model input")
-    page.click("ul[role=listbox] li:has-text('Qwen3-4B (Hub)')")
-    assert wait_status(page, "⚠", timeout=60_000) == f"⚠ {NO_NETWORK}"
-    page.wait_for_function(f"() => document.querySelector('#model input').value === {json.dumps(embedded)}")
-    page.wait_for_timeout(2000)  # a second load of the same pick would have toasted by now
-    assert page.locator(".toast-message-item").count() == 1
+    # that names the pair and says what to do, and the picker back on the pair still loaded
+    for hub in [label for label in PICKER if "(Hub)" in label][:2]:
+        page.click("#model input")
+        page.click(f"ul[role=listbox] li:has-text({json.dumps(hub)})")
+        said = f"{' + '.join(PICKER[hub])} did not load: {NO_NETWORK}"
+        page.wait_for_function(f"() => {STATUS}() === {json.dumps('⚠ ' + said)}", timeout=60_000)
+        page.wait_for_function(f"() => document.querySelector('#model input').value === {json.dumps(embedded)}")
+        page.wait_for_timeout(2000)  # a second load of the same pick would have toasted by now
+        # one toast, the newest: an older warning is replaced, not piled up
+        assert page.locator(".toast-message-item:visible").all_inner_texts() == [said]
+    # an id typed into the picker is the custom target: it is used, or a message names it
+    page.fill("#model input", "org/Unknown-Model-1B")
+    page.press("#model input", "Enter")
+    page.wait_for_function(f"() => {STATUS}().includes('No DFlash drafter is known for org/Unknown-Model-1B')")
+    assert page.input_value("#custom-target textarea, #custom-target input") == "org/Unknown-Model-1B"
 
-    # Stop: a long run stops (clicked by position: UI-NOTES); the panes keep what was produced
+
+def test_first_screen_and_stop_mid_run(browser_url):
+    # a laptop's screen: after Run the status and the panes' first lines show without scrolling
+    page = open_page(*browser_url, width=1280, height=800)
+    assert page.input_value(CYCLE_BOX) == ""  # no "0" before any run
     set_number(page, "max-tokens", 1000)
     page.click("#run-btn")
+    wait_status(page, "▶ Running", timeout=120_000)
+    for elem in ("#status", "#target-pane", "#dflash-pane"):
+        box = page.locator(elem).bounding_box()
+        assert box and 0 <= box["y"] < 800 - (box["height"] if elem == "#status" else 40), (elem, box)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "playground-first-screen.png"))
+    # Stop by a plain click while tokens stream: the page must not be too busy rendering to take it
     page.wait_for_function(f"() => {SPANS}('target') > 3", timeout=120_000)
-    box = page.locator("#stop-btn").bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    wait_status(page, "■ Stopped", timeout=30_000)
+    page.click("#stop-btn", timeout=60_000)
+    wait_status(page, "■ Stopped", timeout=60_000)
     head = page.inner_text("#target-pane .pane-head")
     assert "stopped" in head and "generating" not in head and "not run" in page.inner_text("#dflash-pane .pane-head")
     assert "Stopped before" in page.inner_text("#verdict") and "tok/s" in page.inner_text("#metrics")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "playground-stopped.png"), full_page=True)
 
 
@@ -95,6 +114,7 @@ def test_run_replay_and_copy(browser_url):
     page.wait_for_function(f"() => document.querySelector('#prompt textarea').value === "
                            f"{json.dumps(load_presets()['code'])}")
     set_number(page, "max-tokens", 16)
+    page.click("#more-settings button")  # the folded settings
     set_number(page, "block-size", 8)
     click_run(page)
     assert wait_status(page, "✓", "⚠").startswith("✓ Done"), page.evaluate(f"{STATUS}()")
@@ -103,6 +123,11 @@ def test_run_replay_and_copy(browser_url):
     page.wait_for_function("() => document.querySelector('#tree-plot .js-plotly-plot')?.data"
                            "?.some(t => t.name === 'accepted draft' || t.name === 'rejected draft')")
     page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
+    # a cycle that does not exist is said to, not drawn blank
+    page.fill(CYCLE_BOX, "9999")
+    page.click("#tree-btn")
+    page.wait_for_function("() => document.querySelector('#tree-plot .js-plotly-plot')?.layout?.annotations"
+                           "?.some(a => a.text.startsWith('There is no cycle 9999'))")
 
     live = {pane: page.inner_html(f"#{pane}-pane .pane") for pane in ("target", "dflash")}
     final = {pane: page.evaluate(f"{SPANS}('{pane}')") for pane in live}
@@ -150,8 +175,17 @@ def check_live_views(page) -> None:
     colours = page.evaluate("""() => [...document.querySelectorAll('#dflash-pane pre span.tk')]
                                .map(s => getComputedStyle(s).backgroundColor)""")
     assert all(c not in ("rgba(0, 0, 0, 0)", "transparent") for c in colours)
-    if "correction" in kinds:
-        assert "drafter proposed" in page.get_attribute("#dflash-pane pre span.tk-correction", "title")
+    if "correction" in kinds:  # a hover card (CSS), also on focus for touch screens, without Python quotes
+        card = "(() => getComputedStyle(document.querySelector('#dflash-pane pre .tk-correction'), '::after'))"
+        assert page.evaluate(f"() => {card}().content") in ("none", "normal", "")
+        page.hover("#dflash-pane pre .tk-correction")
+        text = page.evaluate(f"() => {card}().content")
+        assert text.startswith('"drafter proposed “') and "'" not in text and "target chose" in text
+        assert page.evaluate(f"() => {card}().display") != "none"
+        page.screenshot(path=str(ARTIFACTS / "playground-hover-card.png"))
+        page.mouse.move(0, 0)
+        page.focus("#dflash-pane pre .tk-correction")
+        assert page.evaluate(f"() => {card}().content") == text
     assert "Outputs identical" in page.inner_text("#verdict")
     for plot in ("race-plot", "cycles-plot", "hist-plot", "pos-plot"):
         assert page.evaluate(f"() => document.querySelectorAll('#{plot} .js-plotly-plot svg.main-svg').length") > 0
