@@ -30,7 +30,7 @@ from typing import Callable, Optional
 import mlx.core as mx
 
 from . import cpu_rows, distributed, op_profile, peer_mlx_lm
-from .cli import add_distributed_arg, add_generation_args, add_model_args, config_from_args
+from .cli import add_distributed_arg, add_generation_args, add_model_args, command, config_from_args
 from .config import GenerationConfig
 from .events import Summary
 from .load import TARGET_DTYPES
@@ -451,7 +451,7 @@ def environment(pair, argv: list[str]) -> dict:
     commit = _run(["git", "-C", str(repo), "rev-parse", "HEAD"])
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m dflash bench " + shlex.join(argv),
+        "command": command("bench") + " " + shlex.join(argv),
         "mlx": mx.__version__,
         "mlx_lm": mlx_lm.__version__,
         "python": platform.python_version(),
@@ -680,7 +680,7 @@ def write_plot(doc: dict, path: Path) -> Optional[Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dflash bench",
+    p = argparse.ArgumentParser(prog=command("bench"),
                                 description="Target-only vs DFlash on the same prompts, in one process.")
     add_model_args(p)
     p.add_argument("--suite", choices=[*SUITES, "all", LONG_SUITE], default="all",

@@ -19,6 +19,15 @@ VERBS = {
 }
 
 
+def command(verb: str = "") -> str:
+    """How the user ran us, for usage lines: `dflash bench` from the installed script, else
+    `python -m dflash bench`."""
+    from pathlib import Path
+
+    base = "dflash" if Path(sys.argv[0]).name == "dflash" else "python -m dflash"
+    return f"{base} {verb}".strip()
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's, with a usage mistake on one line rather than the usage block."""
 
@@ -77,7 +86,7 @@ def generate_main(argv=None) -> int:
 
 
 def _generate(argv=None) -> int:
-    p = ArgumentParser(prog="python -m dflash generate", description="Generate with DFlash or the target alone.")
+    p = ArgumentParser(prog=command("generate"), description="Generate with DFlash or the target alone.")
     add_model_args(p)
     p.add_argument("text", nargs="?", metavar="PROMPT", help="the prompt (or --prompt)")
     p.add_argument("--prompt", help="the prompt, as a flag")
@@ -144,7 +153,7 @@ def fail(e: Exception) -> int:
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in VERBS:
-        print(f"usage: python -m dflash {{{'|'.join(VERBS)}}} [options]  (--help after a verb)", file=sys.stderr)
+        print(f"usage: {command()} {{{'|'.join(VERBS)}}} [options]  (--help after a verb)", file=sys.stderr)
         sys.exit(2)
     from . import backend
 

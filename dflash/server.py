@@ -915,9 +915,9 @@ def check_listen(host: str, port: int) -> Optional[str]:
 
 
 def main(argv=None) -> int:
-    from .cli import ArgumentParser, add_distributed_arg, add_model_args
+    from .cli import ArgumentParser, add_distributed_arg, add_model_args, command
 
-    p = ArgumentParser(prog="python -m dflash serve",
+    p = ArgumentParser(prog=command("serve"),
                        description="OpenAI-compatible API (/v1) and /metrics for a DFlash pair "
                                    "(limits and errors: docs/api.md).")
     add_model_args(p)

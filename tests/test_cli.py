@@ -56,6 +56,7 @@ def test_text_mode_and_errors(dirs):
     assert unpaired.returncode == 2 and "no known DFlash drafter" in unpaired.stderr
 
 
+@pytest.mark.slow
 def test_tree_flag_and_the_hybrid_note(dirs, tmp_path):
     model, drafter = dirs
     common = ["--prompt", "t7 t9 t11 t20", "--no-chat-template", "--max-tokens", "12", "--json"]
@@ -197,6 +198,18 @@ def test_bad_flags_are_one_line(verb, args, says):
     """argparse's usage block, an OverflowError traceback, or a load first and uvicorn's lines, before."""
     r = subprocess.run([sys.executable, "-m", "dflash", verb, *args], capture_output=True, text=True, timeout=120)
     assert says in one_error_line(r) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("argv0, usage", [("/venv/bin/dflash", "dflash bench"),
+                                           ("/repo/dflash/__main__.py", "python -m dflash bench")])
+def test_usage_names_the_command_the_user_ran(monkeypatch, capsys, argv0, usage):
+    """The installed `dflash` script is not `python -m dflash` (issue 55, item 8)."""
+    from dflash.bench import main
+
+    monkeypatch.setattr(sys, "argv", [argv0, "bench", "--repeat", "x"])
+    with pytest.raises(SystemExit):
+        main(["--repeat", "x"])
+    assert f"usage: {usage} " in capsys.readouterr().err
 
 
 def test_undecodable_prompt_bytes_are_one_line(dirs):

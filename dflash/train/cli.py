@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..cli import command
 from ..load import TARGET_DTYPES
 from ..registry import ASSETS
 from .config import SAVE_DTYPES, TrainConfig
@@ -27,7 +28,7 @@ DEFAULT_EVAL_PROMPTS = ASSETS / "prompts" / "eval.jsonl"
 def build_parser() -> argparse.ArgumentParser:
     c = TrainConfig(out="")
     p = argparse.ArgumentParser(
-        prog="python -m dflash train",
+        prog=command("train"),
         description="Train a DFlash drafter for an mlx-lm target by self-distillation, or (--eval) "
                     "measure a drafter's held-out tau through the engine.")
     p.add_argument("--target", default=None,
