@@ -24,7 +24,7 @@ import mlx.core as mx
 from .config import MAX_TREE, GenerationConfig, default_tree_nodes
 from . import lookup, tree
 from .events import Cycle, Event, Prefill, Summary, Token
-from .policy import Planner, TreePlanner, measure_costs
+from .policy import Planner, TreePlanner, measure_costs, store_costs, stored_costs
 from .sampling import Sampler
 
 
@@ -176,16 +176,47 @@ def warm(pair, progress=lambda message: None) -> None:
     if drafter is None or pair.agree is not None:
         return
     if _tree_nodes(pair, GenerationConfig())[0] == "auto":  # _plan's choice for the defaults
-        progress("timing this host's target passes for the tree planner (once per model)")
+        if stored_costs(_costs_dir(), _cost_key(pair, drafter.block_size, MAX_TREE)) is None:
+            progress("timing this host's target passes for the tree planner "
+                     "(once per host and model; kept a week in the cache folder)")
         _costs(pair, drafter.block_size, MAX_TREE)
 
 
 def _costs(pair, B, tree_nodes=None) -> dict:
-    """Measured forward costs for the planners, once per pair and verify shape."""
+    """Measured forward costs for the planners, once per pair and verify shape, and kept on disk
+    per host and models (policy.stored_costs) so that the next start does not time them again."""
     if pair.costs is None or (pair.costs.get("block_size"), pair.costs.get("tree_nodes")) != (B, tree_nodes):
-        same = pair.agree.same if pair.agree is not None else None  # a sharded target: rank 0's
-        pair.costs = dict(measure_costs(pair, B, tree_nodes=tree_nodes, same=same), block_size=B, tree_nodes=tree_nodes)
+        if pair.agree is not None:  # a sharded target: rank 0's costs, timed on every rank at once
+            costs = measure_costs(pair, B, tree_nodes=tree_nodes, same=pair.agree.same)
+        else:
+            key = _cost_key(pair, B, tree_nodes)
+            costs = stored_costs(_costs_dir(), key)
+            if costs is None:
+                costs = measure_costs(pair, B, tree_nodes=tree_nodes)
+                store_costs(_costs_dir(), key, costs)
+        pair.costs = dict(costs, block_size=B, tree_nodes=tree_nodes)
     return pair.costs
+
+
+def _costs_dir():
+    from .builtin import cache_dir
+
+    return cache_dir() / "costs"
+
+
+def _cost_key(pair, B, tree_nodes) -> dict:
+    """What the costs depend on: this host and backend, the two models, the verify shapes."""
+    import hashlib
+    import inspect
+    import platform
+
+    from . import policy
+
+    probe = hashlib.sha256(inspect.getsource(policy).encode()).hexdigest()[:16]  # what timed them
+    return {"probe": probe, "mlx": mx.__version__, "device": str(mx.default_device()),
+            "host": platform.node(), "backend": repr(pair.backend), "target": pair.model_id,
+            "drafter": pair.draft_id, "drafter_args": repr(pair.drafter.args), "block_size": B,
+            "tree_nodes": tree_nodes}
 
 
 def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):

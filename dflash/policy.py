@@ -7,8 +7,12 @@ E[tokens | k] / (t_verify(k) + t_draft). When no k beats a plain target step, a 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import time
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -62,6 +66,43 @@ MAX_TREE_STEPS = 6.0  # a tree pass costing more target steps than this is not m
 FAR = 2048  # costs are timed again this many tokens further into the context (costs_at)
 FAR_REPS = 1  # after a warm-up run: a growth rate, not a ranking; each far pass is slow on a CPU
 MIN_FAR = 128  # a target whose context leaves less room is timed near only
+
+
+STORED_FOR_S = 7 * 24 * 3600  # a host's stored costs are timed again after a week
+
+
+def stored_costs(folder: Path, key: dict) -> Optional[dict]:
+    """Costs `store_costs` kept for this key (host, backend, models, shapes), unless too old."""
+    try:
+        doc = json.loads(_cost_file(folder, key).read_text())
+    except (OSError, ValueError):
+        return None
+    if doc.get("key") != key or time.time() - doc.get("measured_at", 0) > STORED_FOR_S:
+        return None
+    return _int_keys(doc["costs"])
+
+
+def store_costs(folder: Path, key: dict, costs: dict) -> None:
+    """Keep measured costs for the next process on this host (atomically: a reader never sees half)."""
+    path = _cost_file(folder, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "measured_at": time.time(), "costs": costs}))
+        tmp.replace(path)
+    except OSError:  # a read-only cache: time them again next start
+        pass
+
+
+def _cost_file(folder: Path, key: dict) -> Path:
+    return Path(folder) / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24] + ".json")
+
+
+def _int_keys(d):
+    """JSON's string keys back to the ints the cost tables use (tree sizes, block lengths)."""
+    if not isinstance(d, dict):
+        return d
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: _int_keys(v) for k, v in d.items()}
 
 
 def probe_context(key_chunk: int) -> int:

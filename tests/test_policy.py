@@ -112,6 +112,37 @@ def test_costs_are_measured_on_the_pair():
     assert pair.costs["block_size"] == 4 and s.tokens == 10
 
 
+def test_costs_are_timed_once_per_host_and_models(monkeypatch, tmp_path):
+    """A second start on this host reads the first one's costs back (int keys and all); other
+    shapes, other models or an old table are timed again."""
+    from dflash import engine, policy
+
+    timed = []
+
+    def fake(pair, B, tree_nodes=None, **kw):
+        timed.append((B, tree_nodes))
+        return {"step_ms": 10.0, "verify_ms": {3: 11.0, 7: 12.0}, "chain_ms": {3: 11.0}, "draft_ms": 2.0,
+                "far": {"context": 2200, "step_ms": 12.0, "verify_ms": {7: 20.0}}, "context": 152}
+
+    monkeypatch.setattr(engine, "measure_costs", fake)
+    monkeypatch.setattr(engine, "_costs_dir", lambda: tmp_path)
+    pair = tiny_pair("llama", tiny_drafter(block_size=4))
+    first = dict(engine._costs(pair, 4, 7))
+    pair.costs = None  # a new process: nothing in memory
+    assert engine._costs(pair, 4, 7) == first and timed == [(4, 7)]
+    assert first["verify_ms"][7] == 12.0 and first["far"]["verify_ms"][7] == 20.0
+    pair.costs = None
+    engine._costs(pair, 4, 3)
+    assert timed == [(4, 7), (4, 3)]
+    pair.costs, pair.draft_id = None, "another drafter"
+    engine._costs(pair, 4, 7)
+    assert len(timed) == 3
+    monkeypatch.setattr(policy, "STORED_FOR_S", -1)  # every stored table is too old
+    pair.costs = None
+    engine._costs(pair, 4, 7)
+    assert len(timed) == 4
+
+
 TREE_COSTS = {"step_ms": 10.0, "verify_ms": {2: 11.0, 4: 11.5, 8: 12.5, 16: 15.0, 32: 22.0, 64: 60.0},
               "draft_ms": 3.0}
 
