@@ -100,6 +100,7 @@ ROWS_EXACT = """if True:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (blas.AVX512 <= blas.cpu_flags() and any(Path(p).exists() for p in blas.CANDIDATES)),
                     reason="needs an AVX-512 CPU and libopenblas0-pthread")
 def test_skylakex_kernels_with_padded_rows_keep_rows_exact():

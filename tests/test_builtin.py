@@ -33,6 +33,7 @@ def _hashes(path):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
 
 
+@pytest.mark.slow
 def test_perplexity(loaded):
     model, tok = loaded
     x = mx.array(tok.encode(PARAGRAPH))[None]
@@ -67,6 +68,7 @@ def test_special_tokens_and_chat_template(loaded):
     assert text.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
+@pytest.mark.slow
 def test_greedy_answer(loaded):
     model, tok = loaded
     prompt = tok.apply_chat_template(
@@ -77,6 +79,7 @@ def test_greedy_answer(loaded):
     assert "Paris" in out
 
 
+@pytest.mark.slow
 def test_block_logits_equal_single_token_logits(loaded):
     # DFlash's losslessness on CPU rests on this: verifying a block must score each token
     # exactly as plain one-token decoding does.
@@ -113,6 +116,7 @@ def test_ensure_builtin_target_is_cached(monkeypatch, tmp_path):
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
+@pytest.mark.slow
 def test_self_written_prompts(converted, tmp_path):
     """`train --write-self-prompts`: user turns the target writes itself after a category starter,
     seeded, ended by its own end-of-turn token, dropped when they touch an excluded prompt; the

@@ -23,7 +23,7 @@ from tests.tiny import tiny_drafter, tiny_pair, save_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = shutil.which("mlx.launch", path=str(Path(sys.executable).parent))
-pytestmark = pytest.mark.skipif(LAUNCH is None, reason="mlx.launch is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(LAUNCH is None, reason="mlx.launch is not installed")]
 
 
 def launch(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:

@@ -68,6 +68,7 @@ def family(request):
     return request.param
 
 
+@pytest.mark.slow
 def test_lossless_oracle_drafter(family):
     """>= 70 cases per family: prompts, lengths, block sizes, error rates, EOS, max_tokens."""
     rng = random.Random(FAMILIES.index(family))  # not hash(): str hashes change per process

@@ -38,6 +38,7 @@ def test_block_rows_equal_single_token_rows(target):
         assert mx.array_equal(row, together[0, i]), f"row {i} differs"
 
 
+@pytest.mark.slow
 def test_tree_rows_equal_single_token_rows(target):
     """A tree pass (tree.py) past the 384-key point: each node's logits == its root path fed
     token by token after the context."""
@@ -65,6 +66,7 @@ def test_tree_rows_equal_single_token_rows(target):
         assert mx.array_equal(alone, together[0, r]), f"node {r} differs"
 
 
+@pytest.mark.slow
 def test_embedded_pair_dflash_equals_target_only():
     """The product's promise on the real embedded pair: identical ids, fixed and adaptive blocks."""
     import json

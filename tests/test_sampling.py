@@ -63,6 +63,7 @@ def samples():
     return pair, np.array(x2), np.array(x3), accepted / offered
 
 
+@pytest.mark.slow
 def test_dflash_sampling_matches_target_distribution(samples):
     pair, x2, x3, rate = samples
     assert 0.05 < rate < 0.95, f"both accept and reject paths must be exercised (rate {rate:.2f})"

@@ -548,6 +548,7 @@ def check_real_pair(base):
     assert post(base, "/v1/chat/completions", mode="target", **req).json()["choices"][0]["message"]["content"] == text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (BUILTIN_DRAFTER / "config.json").exists(), reason="embedded drafter not built yet")
 def test_embedded_pair():
     server, thread, base = _serve(create_app(Worker()))

@@ -473,6 +473,7 @@ print("SUM", json.dumps([float(w[k].astype(mx.float32).sum()) for k in sorted(w)
 """
 
 
+@pytest.mark.slow
 def test_data_parallel_over_two_processes(setup, tmp_path):
     """Two processes (mx.distributed's ring backend on this CPU) train one drafter: both end with
     the same weights, only rank 0 logs and writes, and the result is not the one-process run."""
