@@ -51,7 +51,8 @@ from dflash.worker import Status, Worker, pair_key
 # of a busy CPU), a page busy drawing misses clicks such as Stop, and the panes already show the
 # live speed: the race chart every 3 s, the per-cycle charts once, at the run's end
 PANE_EVERY, CHART_EVERY = 0.25, 3.0
-REPLAY_EVERY, REPLAY_CHART_FRAMES = 0.1, 3  # a replay's frame interval; the race chart's cursor every 3rd
+# a replay's frame interval; the race chart's cursor every 10th frame (a redraw: see CHART_EVERY)
+REPLAY_EVERY, REPLAY_CHART_FRAMES = 0.1, 10
 HISTORY = 20  # races a session keeps for replay
 MAX_PROMPT_CHARS = 100_000  # the run tokenizes on the model's thread; longer prompts: the API
 CUSTOM = "Custom target + drafter…"
