@@ -13,6 +13,7 @@ import pytest
 from app import NO_NETWORK, PICKER, load_presets
 from tests.test_ui import ROOT, launched_app
 
+pytestmark = pytest.mark.slow  # a browser and the embedded pair
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "out" / "artifacts"
 STATUS = "(() => document.querySelector('#status textarea').value)"
