@@ -279,7 +279,7 @@ class Playground:
 
     def _end(self, request, ctl: Control) -> None:
         self.turns.leave(ctl)
-        ctl.cancel()  # only sets flags: this may run on the event loop (UI-NOTES)
+        ctl.cancel()  # only sets flags: this may run on the event loop (docs/playground.md: Stop)
         session = getattr(request, "session_hash", None)
         if self.active.get(session) is ctl:
             del self.active[session]

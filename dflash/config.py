@@ -13,7 +13,7 @@ MAX_TOKENS_LIMIT = 4096
 # length wins. The embedded pair over the 24 bench prompts: 1.47-1.55x target-only at 4 (fifth
 # and sixth drafters, eight runs), 1.19x at 16 (fourth); with the sixth drafter, interleaved
 # prompt by prompt, 5 beat 4 by 4.5 % and 4.1 % (19 and 18 of 24 prompts) and tied with 6
-# (assets/bench/results/cpu-ab-blocks-*.json). On a GPU a 16-token pass costs about what a
+# (lab/bench/results/cpu-ab-blocks-*.json). On a GPU a 16-token pass costs about what a
 # 4-token one does: there the drafter's whole block is the default.
 CPU_BLOCK_SIZE = 5
 MAX_TREE = 64  # drafted nodes per tree verify pass

@@ -80,7 +80,7 @@ def exact_tile(fn: Callable[[mx.array], mx.array], in_dim: int, key, dtype=mx.fl
             _exact[key] = tile
             return tile
     raise RuntimeError(f"no row tile in {TILES} keeps a {key} matmul's rows exact with this BLAS; "
-                       "run with the reference BLAS (DFLASH_BLAS=reference)")
+                       "run with the reference BLAS (dflash.backend.setup(cpu_blas='reference'))")
 
 
 def _call(fn, x: mx.array, tile: int) -> mx.array:

@@ -1,6 +1,6 @@
 """The DFlash drafter: a few Qwen3-style layers that fill a whole block in one pass.
 
-Checkpoint-compatible with z-lab/*-DFlash* (DFLASH.md §3). The drafter has no embedding and
+Checkpoint-compatible with z-lab/*-DFlash* (docs/algorithm.md: The drafter). The drafter has no embedding and
 no lm_head: the engine embeds the block with the target's embedding and reads logits through
 the target's head. Every layer attends over [context K/V ; block K/V] with no mask, where the
 context is the target's tapped hidden states projected by `fc` + `hidden_norm`.
@@ -24,7 +24,7 @@ from . import host_draft
 
 
 def default_taps(num_target_layers: int, num_taps: int = 5) -> list[int]:
-    """`num_taps` layer ids spread evenly from 1 to num_target_layers - 3 (DFLASH.md §3)."""
+    """`num_taps` layer ids spread evenly from 1 to num_target_layers - 3 (docs/algorithm.md: The drafter)."""
     lo, hi = 1, num_target_layers - 3
     if num_taps == 1:
         return [lo]
@@ -552,7 +552,7 @@ def load_drafter(path: str | Path, dtype: Optional[mx.Dtype] = None) -> Drafter:
             raise ValueError(f"cannot read drafter weights {f.name}: {e}") from None
     if any(k.startswith("lm_head.") or "embed_tokens" in k for k in weights):
         raise ValueError(
-            f"{path} carries its own lm_head/embedding: not a DFlash drafter (DFLASH.md §3)")
+            f"{path} carries its own lm_head/embedding: not a DFlash drafter (docs/algorithm.md: The drafter)")
     weights = {k.removeprefix("model."): v for k, v in weights.items()}
     try:
         model.load_weights(list(weights.items()), strict=True)

@@ -1,7 +1,7 @@
 """The generation loops: DFlash (draft a block, verify it, keep the agreeing prefix) and the
 target-only baseline. Both are generators of `events`; nothing else lives here.
 
-One DFlash cycle (DFLASH.md §2), verifying B tokens (B <= the drafter's block):
+One DFlash cycle (docs/algorithm.md), verifying B tokens (B <= the drafter's block):
     draft    the drafter fills its block [staged, MASK...] in one pass -> d_1..d_{B-1}
     verify   the target runs [staged, d_1..d_{B-1}] in one pass   -> p_0..p_{B-1}
     accept   acc = longest prefix with d_{i+1} == p_i

@@ -69,7 +69,7 @@ class Summary:
     text: str
     tokens: int
     cycles: int
-    tau: float  # committed tokens / verify cycles (DFLASH.md §5); 1.0 for target-only
+    tau: float  # committed tokens / verify cycles (docs/algorithm.md: Events and metrics); 1.0 for target-only
     acceptance_rate: float  # accepted drafts / drafts offered (0.0 for target-only)
     acceptance_lengths: tuple[int, ...]  # accepted drafts per cycle
     per_position_acceptance: tuple[float, ...]  # [i]: cycles whose first i+1 drafts accepted / cycles

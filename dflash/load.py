@@ -89,7 +89,7 @@ def load_target(model: str, progress: Callable[[str], None] = print, dtype: str 
     model fits in a quarter of RAM; otherwise the model runs as stored. Target-only and DFlash
     always share one choice. (Casting the builtin GGUF's fp32 norms to bf16 on the H200 halves a
     step but breaks the promise: a token's bf16 logits differ alone and inside a 16-token block,
-    and 7 of 12 bench prompts diverged from target-only; assets/bench/results/h200-smollm2.md.)
+    and 7 of 12 bench prompts diverged from target-only; lab/bench/results/h200-smollm2.md.)
     """
     from mlx_lm import load
     if dtype not in TARGET_DTYPES:

@@ -1,4 +1,4 @@
-"""Known target -> drafter pairs and how a target name finds its drafter (DFLASH.md §3)."""
+"""Known target -> drafter pairs and how a target name finds its drafter (docs/algorithm.md: Supported targets)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sampling and the acceptance rule (DFLASH.md §2 step 5 and §6)."""
+"""Sampling and the acceptance rule (docs/algorithm.md: One cycle, Sampling)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exact rollback of GatedDeltaNet layers by tape replay (DFLASH.md §4).
+"""Exact rollback of GatedDeltaNet layers by tape replay (docs/algorithm.md: One cycle, rollback).
 
 A GDN layer's recurrent state cannot be trimmed like a KV cache. During verify we keep the
 state before the block (a reference, not a copy) and record, per step t, the decay g_t, the key

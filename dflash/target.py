@@ -341,7 +341,7 @@ def _attention_row_chunks(q, k, v, scale, rows: int):
     For MLX's CUDA backend: its fused attention kernel takes fewer than 4 query rows (a longer
     block runs unfused matmul + softmax, 113 us a layer against 7 on an H200 for 16 float32
     rows) and computes each row on its own over keys 0..its position, as a 1-token step does.
-    On an H200 (assets/bench/results/h200-smollm2.md) chunks of 3 rows were 4 % faster than one
+    On an H200 (lab/bench/results/h200-smollm2.md) chunks of 3 rows were 4 % faster than one
     call, prompt by prompt, with the same outputs.
     """
     L, S = q.shape[2], k.shape[2]

@@ -1,6 +1,6 @@
 """Sampling: committed tokens are distributed exactly as the target's sampling distribution.
 
-DFlash samples (speculative rejection sampling, DFLASH.md §6) are compared with the EXACT
+DFlash samples (speculative rejection sampling, docs/algorithm.md: Sampling) are compared with the EXACT
 marginal distributions of tokens 2 and 3 computed by enumerating the tiny target (vocab 64).
 Chi-square goodness of fit at alpha = 1e-3 per test, two tests: false-alarm rate <= 0.2%
 (the seeds are fixed, so a given build either passes or fails every time).
