@@ -12,13 +12,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from dflash import backend  # noqa: E402
 
-backend.setup()
-from dflash.config import MAX_TREE  # noqa: E402
-from dflash.load import load_pair  # noqa: E402
-from dflash.policy import measure_costs  # noqa: E402
 
-pair = load_pair(progress=lambda s: None)
-for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
-    c = measure_costs(pair, pair.drafter.block_size, tree_nodes=MAX_TREE, reps=int(os.environ.get("REPS", 3)))
-    print(json.dumps({k: ({n: round(v, 1) for n, v in c[k].items()} if isinstance(c[k], dict) else round(c[k], 1))
-                      for k in ("step_ms", "verify_ms", "chain_ms", "draft_ms")}), flush=True)
+def main() -> None:
+    backend.setup()
+    from dflash.config import MAX_TREE  # noqa: E402
+    from dflash.load import load_pair  # noqa: E402
+    from dflash.policy import measure_costs  # noqa: E402
+
+    pair = load_pair(progress=lambda s: None)
+    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
+        c = measure_costs(pair, pair.drafter.block_size, tree_nodes=MAX_TREE, reps=int(os.environ.get("REPS", 3)))
+        print(json.dumps({k: ({n: round(v, 1) for n, v in c[k].items()} if isinstance(c[k], dict) else round(c[k], 1))
+                          for k in ("step_ms", "verify_ms", "chain_ms", "draft_ms")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

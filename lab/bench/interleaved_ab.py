@@ -2,9 +2,6 @@
 (the order alternates), so that this machine's drift hits both alike. Greedy; every output must
 match the first one of its prompt.
 
-    python lab/bench/interleaved_ab.py overlap [--per-suite 2] [--reps 2]
-        the engine as is vs the draft evaluated asynchronously (`mx.async_eval`): the host builds
-        the verify pass while the device drafts (the loop then cannot time the two apart)
     python lab/bench/interleaved_ab.py drafters DIR_A DIR_B [--per-suite 2] [--reps 2]
         two drafters for the builtin target
     python lab/bench/interleaved_ab.py blocks K_A K_B [--per-suite 2] [--reps 2]
@@ -18,14 +15,15 @@ match the first one of its prompt.
     python lab/bench/interleaved_ab.py rows R_A R_B [--block-size K] [--per-suite 2] [--reps 2]
         the target's attention of a verify pass in one call (0) or in calls of R query rows
         (Backend.attention_rows; for MLX's CUDA backend)
+
+The "overlap" mode (the draft evaluated asynchronously; no gain, ratio 1.006) patched the
+engine's private cycle: `git show 653a394:lab/bench/interleaved_ab.py` (lab/HISTORY.md).
 """
 
 import argparse
-import inspect
 import json
 import statistics
 import sys
-import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -38,15 +36,6 @@ from dflash.config import GenerationConfig  # noqa: E402
 from dflash.drafter import load_drafter  # noqa: E402
 from dflash.load import encode_prompt, load_pair  # noqa: E402
 from dflash.target import Target  # noqa: E402
-
-def overlap_cycle():
-    """engine._dflash_cycle with its read-back of the draft replaced by an asynchronous eval."""
-    src = textwrap.dedent(inspect.getsource(engine._dflash_cycle))
-    assert "    mx.eval(drafted)\n" in src
-    ns = dict(vars(engine))
-    exec(src.replace("    mx.eval(drafted)\n", "    mx.async_eval(drafted)\n"), ns)
-    return ns["_dflash_cycle"]
-
 
 def cut_block_propose(drafter):
     """Drafter.propose as it was: the drafter fills a block cut to the verify length k."""
@@ -63,21 +52,18 @@ def cut_block_propose(drafter):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("overlap", "drafters", "blocks", "rows", "fullblock", "costs"))
+    ap.add_argument("what", choices=("drafters", "blocks", "rows", "fullblock", "costs"))
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--per-suite", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--block-size", type=int, default=None, help="rows: the verify length")
-    ap.add_argument("--draft", default=None, help="overlap, blocks, rows: the drafter (default: shipped)")
+    ap.add_argument("--draft", default=None, help="blocks, rows: the drafter (default: shipped)")
     args = ap.parse_args()
-    if len(args.dirs) != (0 if args.what in ("overlap", "fullblock", "costs") else 2):
+    if len(args.dirs) != (0 if args.what in ("fullblock", "costs") else 2):
         ap.error("drafters takes two drafter directories, blocks two verify lengths, "
-                 "rows two row counts, overlap and fullblock nothing")
+                 "rows two row counts, fullblock and costs nothing")
     pair = load_pair(draft=args.dirs[0] if args.what == "drafters" else args.draft, progress=lambda s: None)
-    plain = engine._dflash_cycle
-    if args.what == "overlap":
-        names, setups = ("plain", "overlap"), {"plain": plain, "overlap": overlap_cycle()}
-    elif args.what == "blocks":
+    if args.what == "blocks":
         names = tuple(args.dirs)
         setups = {n: GenerationConfig(mode="dflash", max_tokens=128, adaptive=n == "auto",
                                       block_size=None if n == "auto" else int(n)) for n in names}
@@ -107,9 +93,7 @@ def main() -> None:
             ids = encode_prompt(pair.tokenizer, p)
             for name in names if (i + rep) % 2 == 0 else names[::-1]:
                 run_cfg = cfg
-                if args.what == "overlap":
-                    engine._dflash_cycle = setups[name]
-                elif args.what == "blocks":
+                if args.what == "blocks":
                     run_cfg = setups[name]
                 elif args.what == "fullblock":
                     pair.drafter.propose = setups[name]
@@ -120,7 +104,6 @@ def main() -> None:
                 else:
                     pair.drafter = setups[name]
                 *_, s = engine.stream(pair, ids, run_cfg)
-                engine._dflash_cycle = plain
                 assert first.setdefault(i, s.token_ids) == s.token_ids, f"prompt {i}: output changed"
                 tok_s[name].append(s.decode_tok_s)
                 tau[name].append(s.tau)
