@@ -255,39 +255,3 @@ def test_balance_keeps_the_bias():
     balance(new)
     np.testing.assert_array_equal(np.array(new.in_proj.weight), w)
     assert not np.array(new.out_proj.weight).any()
-
-
-def _merge_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "lab" / "markov-head" / "merge.py"
-    spec = importlib.util.spec_from_file_location("markov_merge", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_merge_moves_only_the_head(tmp_path):
-    """lab/markov-head/merge.py: a head extracted from one drafter goes into another drafter with
-    the same base and vocabulary; the base's bytes are unchanged and the result loads; a head of
-    the wrong shape or dtype is refused."""
-    merge = _merge_module()
-    _, drafter, _ = setup_pair(SUBSET)
-    save_drafter(drafter, tmp_path / "base", dtype=mx.float16)
-    save_drafter(random_head(drafter), tmp_path / "trained", dtype=mx.float16)
-    merge.extract(tmp_path / "trained", tmp_path / "head.safetensors")
-    res = merge.merge(tmp_path / "head.safetensors", tmp_path / "base", tmp_path / "merged")
-    assert res["rank"] == 4 and not load_drafter(tmp_path / "base").has_markov
-    _, base = merge.read_st(tmp_path / "base" / "model.safetensors")
-    _, merged = merge.read_st(tmp_path / "merged" / "model.safetensors")
-    _, trained = merge.read_st(tmp_path / "trained" / "model.safetensors")
-    assert merged == {**base, **{k: v for k, v in trained.items() if k.startswith("markov.")}}
-    back = load_drafter(tmp_path / "merged")
-    assert back.has_markov and back.head_rows == len(SUBSET)
-    (tmp_path / "merged" / "draft_vocab.npy").unlink()  # now the head's rows are the vocabulary
-    with pytest.raises(ValueError, match="do not fit"):
-        merge.merge(tmp_path / "head.safetensors", tmp_path / "merged")
-    save_drafter(drafter, tmp_path / "f32", dtype=mx.float32)
-    with pytest.raises(ValueError, match="float16"):
-        merge.extract(tmp_path / "f32", tmp_path / "bad.safetensors")

