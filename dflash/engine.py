@@ -24,7 +24,7 @@ import mlx.core as mx
 from .config import MAX_TREE, GenerationConfig, default_tree_nodes
 from . import lookup, tree
 from .events import Cycle, Event, Prefill, Summary, Token
-from .policy import Planner, TreePlanner, measure_costs, store_costs, stored_costs
+from .policy import Fallback, Planner, TreePlanner, measure_costs, store_costs, stored_costs
 from .sampling import Sampler
 
 
@@ -149,6 +149,8 @@ def _plan(pair, cfg, n_prompt):
         planner = TreePlanner(_costs(pair, B, MAX_TREE))
     elif dflash and cfg.adaptive and nodes is None:  # chain length per cycle, likewise
         planner = Planner(_costs(pair, B), B)
+    elif dflash and cfg.tree is None and cfg.block_size is None:  # the host's fixed default shape:
+        planner = Fallback(B if nodes is None else nodes + 1)  # plain steps where it loses
     if planner and pair.agree is not None:  # a sharded target: its choices checked on every rank
         planner = pair.agree.planner(planner)
     return B, nodes, note, planner

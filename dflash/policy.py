@@ -361,6 +361,67 @@ RECHECK = 1.25  # TreePlanner: drafted cycles this much costlier than measured: 
 WARMUP = 4  # TreePlanner: drafted cycles before drafting may be judged not to pay
 
 
+class Fallback:
+    """The host's default verify shape, fixed (a tree of n nodes or a chain), giving way to plain
+    target steps while its cycles commit fewer tokens per second than steps do.
+
+    Judged only on what cycles really commit and cost, not on probed passes: on MLX's CUDA
+    backend a long context's tree pass inside a captured graph costs several times the same pass
+    timed alone (lab/long/README.md). Moving means of a drafted cycle's tokens and ms and of a
+    plain step's ms (one step timed after WARMUP drafted cycles); while drafting loses by the
+    NOISE margin plain steps run, and a drafted cycle probes at doubling intervals, never
+    closer than its extra cost over a step allows (as Planner's probes), so a verify that does
+    not pay costs at most about the NOISE margin.
+    """
+
+    def __init__(self, k: int, probe_every: int = 8, max_interval: int = 64, weight: float = 0.25):
+        self.k = k  # tokens a drafted cycle verifies: the chain's block, or a tree's nodes + 1
+        self.tokens = self.cycle_ms = self.step_ms = None  # moving means
+        self.weight, self.base, self.max_interval, self.interval = weight, probe_every, max_interval, probe_every
+        self.cycles = self.drafted = self.probe_at = 0
+
+    @property
+    def max_nodes(self) -> int:
+        return self.k - 1
+
+    def at(self, context: int) -> None:
+        """Nothing to read off: the real cycles' costs already follow the context."""
+
+    def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
+        return tr
+
+    def pays(self) -> bool:
+        if self.drafted < WARMUP or self.step_ms is None:
+            return True
+        return self.tokens / self.cycle_ms >= NOISE / self.step_ms
+
+    def next_k(self, copy_logp=()) -> int:
+        if self.step_ms is None and self.drafted >= WARMUP:
+            return 1  # what a plain step costs here, timed once
+        return self.k if self.pays() or self.cycles >= self.probe_at else 1
+
+    def observe(self, k: int, acc: int, ms: Optional[float] = None) -> None:
+        self.cycles += 1
+        if ms is None:
+            return
+        if k == 1:
+            self.step_ms = self._mean(self.step_ms, ms)
+            return
+        self.drafted += 1
+        if self.cycle_ms is not None:  # an outlier (a first-use compile) moves the mean by <= 3x its weight
+            ms = min(ms, 3 * self.cycle_ms)
+        self.tokens, self.cycle_ms = self._mean(self.tokens, 1 + acc), self._mean(self.cycle_ms, ms)
+        if self.pays():
+            self.interval = self.base
+        else:
+            min_gap = math.ceil((self.cycle_ms / self.step_ms - 1) / (NOISE - 1))
+            self.interval = max(min(2 * self.interval, self.max_interval), min_gap)
+            self.probe_at = self.cycles + self.interval
+
+    def _mean(self, mean: Optional[float], x: float) -> float:
+        return x if mean is None else (1 - self.weight) * mean + self.weight * x
+
+
 class TreePlanner(_Costed):
     """Picks each cycle's verify shape, a tree of n drafted nodes or a chain of n, from
     measured costs.

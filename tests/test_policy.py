@@ -86,14 +86,19 @@ def run(pair, prompt, **kw):
     return [e for e in events if e.kind == "cycle"], events[-1]
 
 
-def test_adaptive_is_lossless_and_adapts():
-    rng = random.Random(0)
-    pair = tiny_pair("qwen3", seed=3)
+def oracle_setup(family: str):
+    """A tiny pair, a prompt, its target-only answer and the reference an OracleDrafter copies."""
+    pair = tiny_pair(family, seed=3)
     pair.target.tap_ids = [0]
     pair.tokenizer.eos_token_ids = {VOCAB}
     prompt = [9, 14, 22, 31]
     _, plain = run(pair, prompt, mode="target", max_tokens=80)
-    reference = prompt + list(plain.token_ids) + [0] * 16
+    return pair, prompt, plain, prompt + list(plain.token_ids) + [0] * 16
+
+
+def test_adaptive_is_lossless_and_adapts():
+    rng = random.Random(0)
+    pair, prompt, plain, reference = oracle_setup("qwen3")
     for error_rate, expect_k in ((0.0, 16), (1.0, 1)):
         pair.drafter = OracleDrafter(reference, 16, error_rate, rng)
         pair.costs = dict(COSTS, block_size=16)
@@ -101,6 +106,48 @@ def test_adaptive_is_lossless_and_adapts():
         assert fast.token_ids == plain.token_ids
         ks = [c.block_size for c in cycles]
         assert ks.count(expect_k) > len(ks) / 2, ks
+
+
+def test_fallback_gives_way_to_plain_steps_only_while_drafting_loses():
+    """The host default's fixed shape (policy.Fallback), on real cycle times alone: a verify that
+    costs 6 steps and commits 4 tokens runs plain steps (probes at most ~5 % of the time, by
+    cost); one that costs 2 steps for 5 tokens drafts every cycle but the one timed step; a
+    drafter that starts paying again is drafted again at the next probe."""
+    from dflash.policy import WARMUP, Fallback
+
+    def run(fb, n, cycle_ms, tokens, step_ms=8.0):
+        ks = []
+        for _ in range(n):
+            k = fb.next_k()
+            fb.observe(k, tokens - 1 if k > 1 else 0, cycle_ms if k > 1 else step_ms)
+            ks.append(k)
+        return ks
+
+    slow = run(Fallback(65), 400, 48.0, 4)
+    assert slow[:WARMUP] == [65] * WARMUP and slow[WARMUP] == 1
+    drafted_ms = 48.0 * slow.count(65)
+    assert drafted_ms < 0.15 * (drafted_ms + 8.0 * slow.count(1)), slow  # mostly plain steps
+    fast = Fallback(65)
+    assert run(fast, 200, 16.0, 5).count(1) == 1  # the one step timed
+    ks = run(fast, 200, 48.0, 4) + run(fast, 200, 16.0, 5)  # the drafter loses, then pays again
+    assert ks[200:300].count(1) > 80 and ks[-50:].count(65) == 50
+
+
+def test_the_default_chain_falls_back_to_plain_steps_losslessly():
+    """A hybrid target's default (the chain; trees need attention-only targets) on real cycle
+    times: a drafter that is always wrong gives way to plain steps, a right one drafts; the
+    output is target-only's either way. An asked-for block size is verified as asked."""
+    rng = random.Random(0)
+    pair, prompt, plain, reference = oracle_setup("qwen3_5")
+    B = GenerationConfig().verify_length(16)
+    for error_rate, expect_k in ((0.0, B), (1.0, 1)):
+        pair.drafter = OracleDrafter(reference, 16, error_rate, rng)
+        cycles, fast = run(pair, prompt, max_tokens=80)
+        assert fast.token_ids == plain.token_ids
+        ks = [c.block_size for c in cycles]
+        assert ks.count(expect_k) > len(ks) / 2, ks
+    cycles, fast = run(pair, prompt, max_tokens=80, block_size=B)
+    assert fast.token_ids == plain.token_ids and {c.block_size for c in cycles} == {B}
 
 
 def test_costs_are_measured_on_the_pair():

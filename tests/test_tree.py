@@ -358,7 +358,8 @@ def test_hybrid_target_says_it_verifies_the_chain():
 
 
 def test_auto_tree_is_the_default_and_lossless(monkeypatch):
-    """Unasked, a CPU sizes each cycle's tree (the planner), a CUDA GPU verifies MAX_TREE nodes."""
+    """Unasked, a CPU sizes each cycle's tree (the planner), a CUDA GPU verifies MAX_TREE nodes
+    (or plain steps where they lose: policy.Fallback)."""
     from dflash import engine
     from dflash.config import MAX_TREE, default_tree_nodes
 
@@ -371,7 +372,11 @@ def test_auto_tree_is_the_default_and_lossless(monkeypatch):
     monkeypatch.setattr(engine, "default_tree_nodes", lambda: MAX_TREE)  # as on a CUDA GPU
     events, gpu = run(pair, [5, 6, 7, 9], max_tokens=30)
     assert gpu.verify == f"tree {MAX_TREE}" and gpu.token_ids == plain.token_ids
-    assert {c.block_size for c in events if isinstance(c, Cycle)} == {MAX_TREE + 1}  # no plain steps
+    ks = [c.block_size for c in events if isinstance(c, Cycle)]
+    assert set(ks) <= {MAX_TREE + 1, 1} and ks[0] == MAX_TREE + 1  # the tree, or plain steps where it loses
+    events, asked = run(pair, [5, 6, 7, 9], max_tokens=30, tree=MAX_TREE)  # asked for: verified as asked
+    assert asked.token_ids == plain.token_ids
+    assert {c.block_size for c in events if isinstance(c, Cycle)} == {MAX_TREE + 1}
     _, chain = run(pair, [5, 6, 7, 9], max_tokens=30, block_size=4)  # a chain length asked for
     assert chain.verify == "chain 4" and chain.token_ids == plain.token_ids
     with pytest.raises(ValueError, match="tree"):
