@@ -10,6 +10,9 @@
 # long:    `dflash bench --suite long` with the default (the planner) and with a fixed 64-node tree
 # short:   the README's GPU command with the default, then with --tree 64 (both --baseline mlx-lm)
 # heldout: the README's held-out command (assets/prompts/eval.jsonl, 4 a category), default
+# cudnn:   attention with a repeated against a growing key count, cuDNN on and off
+#          (lab/long/cudnn_gpu.py; fortieth session)
+# why:     which long-prompt cycles are slow, and under which MLX settings (lab/long/why_cycles.py)
 # Records: lab/bench/results/s39/.
 set -uo pipefail
 phase=${1:?phase}
@@ -35,6 +38,16 @@ short)
     python3 -m dflash bench --max-tokens 128 --repeat 1 --tree $t --baseline mlx-lm --out $OUT/gpu-short-$t.json 2>&1 |
       grep -v '^\[' | tail -n 8
   done ;;
+cudnn)
+  python3 lab/long/cudnn_gpu.py
+  MLX_CUDA_USE_CUDNN_SDPA=0 python3 lab/long/cudnn_gpu.py ;;
+why)
+  W=lab/long/why_cycles.py
+  timeout 60 python3 $W 2k-document 2 table 2>&1 | grep -v '^load\|^dequant'
+  for e in WHY_BUCKET=256 WHY_KERNEL_MAX=1000000000 WHY_CACHE_LIMIT=0 MLX_USE_CUDA_GRAPHS=0; do
+    echo "== $e"; env $e timeout 60 python3 $W 2k-document 2 2>&1 | grep cycles:
+  done
+  for e in WHY_NONE=1 WHY_BUCKET=256; do echo "== $e"; env $e timeout 60 python3 $W 4k-chat 2 2>&1 | grep cycles:; done ;;
 heldout)
   python3 -m dflash bench --prompts assets/prompts/eval.jsonl --prompts-limit 4 --max-tokens 128 --repeat 1 \
     --out $OUT/gpu-heldout.json 2>&1 | grep -v '^\[' | tail -n 10 ;;

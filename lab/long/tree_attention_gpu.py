@@ -2,7 +2,7 @@
 target's shape (9 query heads, 3 KV heads, head dim 64, float32), R drafted nodes + the staged
 token over C committed keys. Prints ms per call (mean of 30 calls in one evaluation, best of 5)
 for the kernel, mx.fast's masked call, and what `kernels.tree_attention_gpu` picks; for scale a
-1-row step, a 16-row chain in 3-row fused calls (target._attention_row_chunks) and the same chain
+1-row step, a 16-row chain in 3-row fused calls (as the CUDA target verifies a chain) and the same chain
 as one causal call. Checks the kernel against the masked call.
 
     python lab/long/tree_attention_gpu.py   (on the GPU machine)
@@ -11,18 +11,28 @@ as one causal call. Checks the kernel against the masked call.
 import time
 
 import mlx.core as mx
+import numpy as np
 
-from dflash import kernels
-from dflash.policy import _sample_tree
-from dflash.target import _attention_row_chunks
+from dflash import kernels, tree
 from dflash.tree import Layout
 
 HQ, HKV, D = 9, 3, 64
 
 
-def visible(R):
-    """A tree of R rows as the planner's cost probe shapes them (policy._sample_tree)."""
-    return Layout.of(_sample_tree(R - 1, 16)).visible
+def visible(R, depth=16):
+    """A tree of R rows shaped like drafted ones (as the planner's cost probe shapes them)."""
+    logp = -(0.4 * np.arange(depth)[:, None] + 0.9 * np.arange(tree.WIDTH)[None])
+    ids = np.arange(depth * tree.WIDTH).reshape(depth, tree.WIDTH) + 10
+    return Layout.of(tree.build(5, ids, logp, R - 1).spine_first()).visible
+
+
+def chunked(q, k, v, rows=3):
+    """Causal attention of q's rows in calls of `rows`, each over the keys up to its last row."""
+    L, S = q.shape[2], k.shape[2]
+    outs = [mx.fast.scaled_dot_product_attention(q[:, :, s:s + rows], k[:, :, :S - L + min(s + rows, L)],
+                                                 v[:, :, :S - L + min(s + rows, L)], scale=0.125, mask="causal")
+            for s in range(0, L, rows)]
+    return mx.concatenate(outs, axis=2)
 
 
 def timed(fn, calls=30, reps=5):
@@ -51,7 +61,7 @@ def main():
                   "masked": timed(lambda: kernels.masked_attention(q, k, v, 0.125, vis)),
                   "picked": timed(lambda: kernels.tree_attention_gpu(q, k, v, 0.125, vis))}
             step = timed(lambda: mx.fast.scaled_dot_product_attention(q[:, :, :1], k[:, :, : C + 1], v[:, :, : C + 1], scale=0.125))
-            chain = timed(lambda: _attention_row_chunks(q[:, :, :16], k[:, :, : C + 16], v[:, :, : C + 16], 0.125, rows=3))
+            chain = timed(lambda: chunked(q[:, :, :16], k[:, :, : C + 16], v[:, :, : C + 16]))
             one = timed(lambda: mx.fast.scaled_dot_product_attention(
                 q[:, :, :16], k[:, :, : C + 16], v[:, :, : C + 16], scale=0.125, mask="causal"))
             print(f"{C:>5} {R:>3} | {ms['kernel']:8.3f} {ms['masked']:8.3f} {ms['picked']:8.3f} | "
