@@ -30,6 +30,7 @@ if __name__ == "__main__":  # the program chooses how MLX computes before mlx lo
 
     backend.setup()
 
+from dflash.backend import on_cpu
 from dflash.cli import ArgumentParser, add_distributed_arg
 from dflash.cluster import serve_ranks
 from dflash.config import DEFAULT_BLOCK_SIZE, MAX_TOKENS_LIMIT, GenerationConfig, default_block_size
@@ -171,8 +172,7 @@ def machine_name() -> str:
         name = mx.device_info().get("device_name") or ""
     except Exception:
         name = ""
-    dev = mx.default_device()
-    return f"{name or 'unknown device'} ({'CPU' if dev.type == mx.cpu else 'GPU'}, {os.cpu_count()} cores, " \
+    return f"{name or 'unknown device'} ({'CPU' if on_cpu() else 'GPU'}, {os.cpu_count()} cores, " \
            f"MLX {mx.__version__})"
 
 

@@ -63,6 +63,26 @@ def setup(cpu_blas: str = "auto", environ=None) -> Backend:
     return _active
 
 
+def device() -> str:
+    """Where MLX computes in this process now: "cpu", "cuda", "metal" or "gpu". Every device
+    check of the package asks here (tests/test_backend.py keeps it so)."""
+    import mlx.core as mx
+
+    if mx.default_device() == mx.cpu:
+        return "cpu"
+    return "cuda" if mx.cuda.is_available() else "metal" if mx.metal.is_available() else "gpu"
+
+
+def on_cpu() -> bool:
+    import mlx.core as mx
+
+    return mx.default_device() == mx.cpu  # per forward pass (host_ops): the cheap check alone
+
+
+def on_cuda() -> bool:
+    return device() == "cuda"
+
+
 def active() -> Backend:
     """The backend `setup()` chose, or, where no program called it, what MLX uses by itself."""
     if _active is not None:

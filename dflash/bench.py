@@ -431,9 +431,9 @@ def _x(v: Optional[float]) -> str:
 
 def environment(pair, argv: list[str]) -> dict:
     """Where and on what the numbers were measured."""
-    dev = mx.default_device()
-    backend = ("cpu" if dev.type == mx.cpu else "metal" if mx.metal.is_available()
-               else "cuda" if mx.cuda.is_available() else "gpu")
+    from .backend import device
+
+    dev, backend = mx.default_device(), device()  # the default device recorded, not decided on
     try:
         info = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in mx.device_info().items()}
     except Exception:

@@ -23,9 +23,9 @@ def default_block_size(drafter_block_size: int, on_cpu: bool | None = None) -> i
     """The verify length when none is asked for (and it is not adaptive); on_cpu=None: whether
     MLX computes on the CPU here."""
     if on_cpu is None:
-        import mlx.core as mx
+        from .backend import on_cpu as here
 
-        on_cpu = mx.default_device() == mx.cpu
+        on_cpu = here()
     return min(drafter_block_size, CPU_BLOCK_SIZE) if on_cpu else drafter_block_size
 
 
@@ -39,9 +39,9 @@ def default_tree_nodes(on_cuda: bool | None = None) -> int | str:
     plain target steps where drafting does not pay (engine._plan: the fixed tree by
     policy.Fallback)."""
     if on_cuda is None:
-        import mlx.core as mx
+        from .backend import on_cuda as here
 
-        on_cuda = mx.default_device() == mx.gpu and mx.cuda.is_available()
+        on_cuda = here()
     return MAX_TREE if on_cuda else "auto"
 
 

@@ -22,7 +22,7 @@ from typing import Iterator, Optional
 import mlx.core as mx
 
 from .config import MAX_TREE, GenerationConfig, default_tree_nodes
-from . import lookup, tree
+from . import backend, lookup, tree
 from .events import Cycle, Event, Prefill, Summary, Token
 from .policy import Fallback, Planner, TreePlanner, measure_costs, store_costs, stored_costs
 from .sampling import Sampler
@@ -215,7 +215,7 @@ def _cost_key(pair, B, tree_nodes) -> dict:
     from . import policy
 
     probe = hashlib.sha256(inspect.getsource(policy).encode()).hexdigest()[:16]  # what timed them
-    return {"probe": probe, "mlx": mx.__version__, "device": str(mx.default_device()),
+    return {"probe": probe, "mlx": mx.__version__, "device": backend.device(),
             "host": platform.node(), "backend": repr(pair.backend), "target": pair.model_id,
             "drafter": pair.draft_id, "drafter_args": repr(pair.drafter.args), "block_size": B,
             "tree_nodes": tree_nodes}

@@ -19,13 +19,15 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
+from .backend import on_cpu
+
 ENABLED = True  # off: MLX computes them (A/B runs; switch only between generations)
 
 
 def runs(x: mx.array) -> bool:
     """Whether ops on x go through numpy here: on a CPU, in float32 (a target's dtype is fixed,
     so its every pass takes the same side)."""
-    return ENABLED and x.dtype == mx.float32 and mx.default_device() == mx.cpu
+    return ENABLED and x.dtype == mx.float32 and on_cpu()
 
 
 def swiglu(gate: mx.array, up: mx.array) -> mx.array:

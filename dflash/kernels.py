@@ -15,6 +15,8 @@ from functools import lru_cache
 
 import mlx.core as mx
 
+from .backend import on_cuda
+
 WARPS = 4  # warps per (row, head) block, splitting the keys
 # Above this many scores (rows x keys) mx.fast's masked call is faster than the kernel: one block
 # per (row, head) walks every committed key, and past ~1k keys at 65 rows (~2k at 33, ~4k at 17)
@@ -100,7 +102,7 @@ def masked_attention(q, k, v, scale, visible):
 @lru_cache(maxsize=None)
 def available(dtype=mx.float16, head_dim: int = 64) -> bool:
     """Whether the kernel runs here and agrees with mx.fast's masked attention (CUDA only)."""
-    if mx.default_device() != mx.gpu or not mx.cuda.is_available() or head_dim % 32:
+    if not on_cuda() or head_dim % 32:
         return False
     try:
         R, C, Hq, Hkv = 7, 300, 6, 2

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from .backend import Backend, active
+from .backend import Backend, active, on_cpu
 from .drafter import Drafter, load_drafter
 from .registry import BUILTIN_TARGET, find_drafter, supported_bases
 from .target import SUPPORTED_FAMILIES, Target
@@ -147,7 +147,7 @@ def _auto_dtype(lm, backend: Backend) -> str:
 
     params = tree_flatten(lm.parameters())
     # CPU + OpenBLAS (blas.py): a 16-token fp32 forward costs ~2.5x a 1-token one (4-bit: ~14x)
-    if mx.default_device() != mx.cpu or backend.blas is None or not any(k.endswith(".scales") for k, _ in params):
+    if not on_cpu() or backend.blas is None or not any(k.endswith(".scales") for k, _ in params):
         return "stored"
     fp32_bytes = 8 * sum(v.nbytes for _, v in params)  # <= 8x: 4-bit packed -> float32
     fits = fp32_bytes < 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -68,7 +68,7 @@ class Target:
         # shape (_RowExact, cpu_rows.py).
         plain_attention = model_type in ("llama", "qwen2", "qwen3")
         self.tree_capable = not self._linear  # attention-only targets verify trees (tree.py)
-        cpu = mx.default_device() == mx.cpu
+        cpu = backend.on_cpu()
         self._attend, self.row_tile = None, 0
         if plain_attention and attention_rows > 0:
             self._attend = partial(_attention_row_chunks, rows=attention_rows)
@@ -157,7 +157,7 @@ class Target:
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
             raise ValueError("tree verification needs an attention-only target")
-        if mx.default_device() == mx.cpu:
+        if backend.on_cpu():
             attend = _cpu_tree_attention(tree, cache[self._kv_idx].offset, self.row_tile)
         else:
             attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
@@ -265,7 +265,7 @@ def _rope_by_table(rope, head_dim: Optional[int] = None) -> bool:
     """Whether q and k rotate by _rope_table: plain rotate-half RoPE over the whole head, on the
     CPU, where mx.fast.rope is a graph of ~15 ops that rebuilds the table for every q and k."""
     return (type(rope) is nn.RoPE and not rope.traditional and head_dim in (None, rope.dims)
-            and mx.default_device() == mx.cpu)
+            and backend.on_cpu())
 
 
 def _rope_table(rope, positions: mx.array) -> tuple[mx.array, mx.array]:

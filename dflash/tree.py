@@ -22,6 +22,8 @@ from typing import Optional
 import mlx.core as mx
 import numpy as np
 
+from .backend import on_cpu
+
 WIDTH = 8  # candidate tokens per block position (the target's token is in the top-8 ~80 %)
 TEMPERATURE = 1.0  # the drafter's logits are divided by this before paths are scored
 BLOCK = 128  # _top_columns: columns a row's maxima are taken over
@@ -114,7 +116,7 @@ def _top(logits: mx.array, width: int):
     """(columns, log-probs) of the top `width` per row, best first: on a CPU in numpy (MLX's CPU
     logsumexp and argpartition cost ~10x more there); on a GPU in MLX, unevaluated, so that
     only the [D, W] results cross to the host."""
-    top = _top_on_host if mx.default_device() == mx.cpu else _top_on_device
+    top = _top_on_host if on_cpu() else _top_on_device
     x = logits.astype(mx.float32)
     if TEMPERATURE != 1.0:  # else a pass over the block's logits for nothing (~0.5 ms on a 2-core CPU)
         x = x / TEMPERATURE

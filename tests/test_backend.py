@@ -3,6 +3,7 @@ kernels follow the CPU, and Intel's kernels (SkylakeX, rows padded) keep a token
 bitwise equal alone and inside a block or tree."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,20 @@ def test_importing_dflash_loads_no_library_and_sets_no_variable():
     out = _python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True", "False"]
+
+
+DEVICE_CHECK = re.compile(r"default_device\(\)\s*[!=]=|\.type\s*[!=]=\s*mx\.|cuda\.is_available|"
+                          r"metal\.is_available|mlx_is_cuda_build\(")
+
+
+def test_every_device_check_is_in_backend():
+    """Where MLX computes is asked in one place (backend.device / on_cpu / on_cuda; cuda_env
+    before MLX loads), not decided again module by module (issue 56)."""
+    files = [*(ROOT / "dflash").rglob("*.py"), ROOT / "app.py"]
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.name not in ("backend.py", "cuda_env.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1) if DEVICE_CHECK.search(line)]
+    assert not found, found
+    assert backend.device() == "cpu" and backend.on_cpu() and not backend.on_cuda()  # this test host
 
 
 def test_kernels_follow_the_cpu():
