@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from functools import partial
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from . import cpu_rows, distributed, op_profile, peer_mlx_lm
+from . import cpu_rows, distributed, op_profile, peer_mlx_lm, peer_zlab
 from .cli import add_distributed_arg, add_generation_args, add_model_args, command, config_from_args
 from .config import GenerationConfig
 from .events import Summary
@@ -256,6 +257,17 @@ def aggregate(rows: list[dict]) -> dict:
 # ---------------------------------------------------------------- one-cycle profile
 
 
+def _median_ms(fn, undo=lambda out: None, reps: int = PROFILE_REPS) -> float:
+    """Median ms of `reps` runs of fn after one warm-up; undo(fn's result) after each, untimed."""
+    times = []
+    for _ in range(reps + 1):
+        t = perf_counter()
+        out = fn()
+        times.append(perf_counter() - t)
+        undo(out)
+    return median(times[1:]) * 1e3
+
+
 def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFILE_REPS) -> dict:
     """Model work of one cycle measured in isolation (ms, medians of `reps` after one warm-up).
 
@@ -271,15 +283,7 @@ def profile(pair, ids: list[int], block_size: int, tau: float, reps: int = PROFI
     mx.eval([c.state for c in dcache])
     keep = min(max(round(tau), 1), block_size)
     rollbacks: list[float] = []
-
-    def timed(fn, undo=lambda out: None) -> float:
-        times = []
-        for _ in range(reps + 1):
-            t = perf_counter()
-            out = fn()
-            times.append(perf_counter() - t)
-            undo(out)
-        return median(times[1:]) * 1e3
+    timed = partial(_median_ms, reps=reps)
 
     def forward(k: int, record: bool):
         logits, feats, tapes = target.forward(mx.array([[staged] * k]), cache, record=record)
@@ -745,7 +749,7 @@ def main(argv: Optional[list[str]] = None, load: Optional[Callable] = None) -> i
         pair = load(a.model, a.draft, "dflash", progress=log, target_dtype=a.target_dtype)
         peer, peer_info = None, None
         if a.peer:
-            peer, peer_info = _load_peer(pair, log)
+            peer, peer_info = peer_zlab.load_recorded(pair, log)
         doc = {"schema": SCHEMA, "environment": environment(pair, argv)}
         doc["settings"] = {
             "model": pair.model_id, "draft": pair.draft_id, "suites": list(suites), "target_dtype": a.target_dtype,
@@ -789,21 +793,3 @@ def _digest(draft: Optional[str]) -> Optional[str]:
     for f in files:
         h.update(f.read_bytes())
     return h.hexdigest()
-
-
-def _load_peer(pair, log) -> tuple[object, dict]:
-    """(peer or None, the JSON's record of it: version, and why it could not run if so)."""
-    from . import peer_zlab
-    from .load import resolve
-
-    info = {"name": peer_zlab.NAME, "package": f"{peer_zlab.WHEEL_NAME}=={peer_zlab.WHEEL_VERSION}",
-            "file": peer_zlab.SOURCE_IN_WHEEL, "available": False, "error": None}
-    try:
-        draft_dir = resolve(pair.draft_id, "drafter", log) if pair.draft_id else None
-        peer = peer_zlab.load_peer(pair, draft_dir, log)
-    except Exception as e:  # offline, a family or drafter format it does not handle, ...
-        info["error"] = f"{type(e).__name__}: {e}"
-        log(f"peer zlab cannot run: {info['error']}")
-        return None, info
-    info["available"] = True
-    return peer, info

@@ -160,3 +160,21 @@ def load_peer(pair, draft_dir: Optional[str | Path], progress: Callable[[str], N
     if draft_dir is None:
         raise ValueError("the pair has no drafter directory to give the peer")
     return ZlabPeer(load_module(fetch(progress)), pair.target.model, pair.tokenizer, draft_dir)
+
+
+def load_recorded(pair, log) -> tuple[object, dict]:
+    """For `bench --peer zlab`: (peer or None, the JSON's record of it: version, and why it
+    could not run if so)."""
+    from .load import resolve
+
+    info = {"name": NAME, "package": f"{WHEEL_NAME}=={WHEEL_VERSION}",
+            "file": SOURCE_IN_WHEEL, "available": False, "error": None}
+    try:
+        draft_dir = resolve(pair.draft_id, "drafter", log) if pair.draft_id else None
+        peer = load_peer(pair, draft_dir, log)
+    except Exception as e:  # offline, a family or drafter format it does not handle, ...
+        info["error"] = f"{type(e).__name__}: {e}"
+        log(f"peer zlab cannot run: {info['error']}")
+        return None, info
+    info["available"] = True
+    return peer, info

@@ -122,10 +122,8 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
     (n in TREE_SIZES up to tree_nodes; timed at TIMED_SIZES, linear between), chain_ms[n] a
     chain pass of n drafts (timed at 2, 8 and the block's), and draft_ms one draft plus its
-    tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs after a warm-up:
-    another process or a GPU clock only ever adds time, and a median of three noisy GPU runs
-    ranked trees of 16 and 64 nodes the wrong way round in some processes. Measured once per
-    pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a
+    tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs (_fastest_ms).
+    Measured once per pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a
     sharded target: rank 0's, so that all ranks take the same decisions and run the same passes).
 
     A pass's attention grows with the context, and a tree's or a block's faster than a step's,
@@ -142,14 +140,8 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
     drafter.extend_context(feats, dcache)
     mx.eval([c.state for c in cache], [c.state for c in dcache])
 
-    def timed(fn, reps=reps) -> float:
-        times = []
-        for _ in range(reps + 1):  # the first run warms up kernels
-            t = time.perf_counter()
-            mx.eval(fn())
-            times.append((time.perf_counter() - t) * 1000)
-        ms = min(times[1:])
-        return same(ms) if same else ms
+    def timed(fn, n=reps) -> float:
+        return _fastest_ms(fn, n, same)
 
     def verify(k, tree=None):
         def run():
@@ -201,6 +193,22 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
                         **{key: timed(fn, FAR_REPS) if callable(fn) else
                            {n: timed(f, FAR_REPS) for n, f in fn.items()} for key, fn in far_shapes.items()}}
     return dict(costs, context=context)
+
+
+def _fastest_ms(fn, reps: int, same: Optional[Callable[[float], float]] = None) -> float:
+    """The fastest of `reps` evaluations of fn() after a warm-up run (first-use kernels), in ms,
+    through `same` where every rank must use rank 0's. The fastest: another process or a GPU
+    clock only ever adds time, and a median of three noisy GPU runs ranked trees of 16 and 64
+    nodes the wrong way round in some processes."""
+    import mlx.core as mx
+
+    times = []
+    for _ in range(reps + 1):
+        t = time.perf_counter()
+        mx.eval(fn())
+        times.append((time.perf_counter() - t) * 1000)
+    ms = min(times[1:])
+    return same(ms) if same else ms
 
 
 def _far_sizes(sizes: list[int]) -> list[int]:

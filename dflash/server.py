@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -41,202 +40,26 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from .config import DEFAULT_MAX_TOKENS, GenerationConfig
+from .config import GenerationConfig
 from .events import Cycle, Prefill, Summary
-from .guard import Guard, error_body, has_surrogate
+from .guard import Guard, error_body
 from .load import encode_prompt
 from .registry import BUILTIN_TARGET, base_name, find_drafter
+from .metrics import Metrics, dflash_stats
+from .openai_request import (MAX_BODY_BYTES, MAX_CHARS_PER_TOKEN, APIError, Params, check_fields, field_of,
+                             messages_of, parse_params, prompt_of, read_body, validate)
 from .worker import Job, Status, Worker
 
-METRICS_WINDOW = 100
-CONTEXT_BUCKETS = (512, 1024, 2048, 4096)  # /metrics: totals per mode by prompt length, these edges
-MAX_STOPS = 4
-MAX_STOP_CHARS = 1000  # far beyond any real stop sequence (chat templates' end markers: < 30)
-MAX_CHARS_PER_TOKEN = 32  # a text prompt longer than this per token of context cannot fit (text: 3-6)
-MAX_BODY_BYTES = 2 * 1024 * 1024  # > any supported context as text or token ids (~260k tokens)
-MAX_DEPTH = 32  # JSON nesting; OpenAI requests nest 5 deep
 # after SIGTERM, how long open connections may stay before they are cut: our requests end at once
 # (their jobs are cancelled); what stays is a browser tab's never-ending Gradio stream
 SHUTDOWN_GRACE_S = 1
-ROLES = ("system", "developer", "user", "assistant", "tool")
 
 log = logging.getLogger("dflash.server")
 Prompt = Union[str, list[int], list[dict]]  # completion text, completion token ids, chat messages
 
 
-class APIError(Exception):
-    """A refused request, rendered as OpenAI's `{"error": {message, type, param, code}}`."""
-
-    def __init__(self, message: str, status: int = 400, param: Optional[str] = None,
-                 code: Optional[str] = None):
-        super().__init__(message)
-        self.status, self.param, self.code = status, param, code
-        self.counted = False  # already counted in the metrics (by the request's reader thread)
-
-
 def _shutting_down() -> APIError:
     return APIError("the server is shutting down; the generation was cancelled", 503, code="shutting_down")
-
-
-# ---- the request body: size, JSON, text ----
-
-async def _body(request: Request) -> dict:
-    """The JSON object of a request (the Guard has refused a body over MAX_BODY_BYTES)."""
-    try:
-        body = json.loads(await request.body())
-    except RecursionError:
-        raise APIError(f"the request body nests deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:
-        raise APIError(f"the request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise APIError("the request body must be a JSON object")
-    _check_text(body)
-    return body
-
-
-def _check_text(body: dict) -> None:
-    """Refuse deep nesting and lone UTF-16 surrogates (guard.has_surrogate)."""
-    stack = [("", body, 1)]
-    while stack:
-        path, v, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise APIError(f"the request body nests deeper than {MAX_DEPTH} levels")
-        if isinstance(v, str) and has_surrogate(v):
-            raise APIError(f"{path or 'the request body'} holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
-                           "escape); send valid Unicode text", param=path or None)
-        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
-        for k, x in items:
-            if isinstance(k, str) and has_surrogate(k):
-                stack.append((path, k, depth))  # reported as the object holding the key
-                continue
-            sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else k)
-            stack.append((sub, x, depth + 1))
-
-
-# ---- request parsing: every caller mistake becomes an APIError naming the field ----
-
-_KINDS = {"integer": int, "number": (int, float), "boolean": bool, "string": str}
-
-# Fields read by _params (OpenAI's that we honour, and DFlash's `mode` / `block_size` / `tree` /
-# `lookup`).
-FIELDS = {"model", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "n", "mode", "block_size",
-          "tree", "lookup"}
-CHAT_FIELDS = FIELDS | {"messages", "max_completion_tokens"}
-COMPLETION_FIELDS = FIELDS | {"prompt"}
-# OpenAI fields that do not change the output: accepted and ignored
-IGNORED = {"user", "metadata", "store", "stream_options", "service_tier", "parallel_tool_calls"}
-# OpenAI fields we cannot honour: accepted only absent, null, or at the value that asks for nothing
-NEUTRAL = {"best_of": 1, "echo": False, "logprobs": False, "top_logprobs": 0, "presence_penalty": 0,
-           "frequency_penalty": 0, "logit_bias": {}, "tools": [], "tool_choice": "none",
-           "functions": [], "function_call": "none", "response_format": {"type": "text"}, "suffix": ""}
-
-
-def _check_fields(body: dict, chat: bool) -> None:
-    """One policy for every field (docs/api.md): honour it, ignore it when it cannot change the
-    output, else refuse the request naming it, rather than answer as if it had been honoured."""
-    known = CHAT_FIELDS if chat else COMPLETION_FIELDS
-    for name, v in body.items():
-        if name in known or name in IGNORED or v is None:
-            continue
-        if name not in NEUTRAL:
-            raise APIError(f"unknown field '{name}' (the fields this server takes: docs/api.md)", param=name)
-        neutral = NEUTRAL[name]
-        if not (v is neutral if isinstance(v, bool) or isinstance(neutral, bool) else v == neutral):
-            raise APIError(f"'{name}' is not supported by this server (leave it out, or send "
-                           f"{json.dumps(neutral)})", param=name, code="unsupported_field")
-
-
-def _field(body: dict, name: str, kind: str, default=None):
-    v = body.get(name)
-    if v is None:
-        return default
-    if not isinstance(v, _KINDS[kind]) or (isinstance(v, bool) and kind != "boolean"):
-        article = "an" if kind[0] in "aeiou" else "a"
-        raise APIError(f"'{name}' must be {article} {kind} (got {json.dumps(v)[:40]})", param=name)
-    return v
-
-
-@dataclass(frozen=True)
-class _Params:
-    cfg: GenerationConfig
-    stops: tuple[str, ...]
-    stream: bool
-
-
-def _params(body: dict, chat: bool) -> _Params:
-    max_tokens = _field(body, "max_tokens", "integer")
-    if max_tokens is None and chat:
-        max_tokens = _field(body, "max_completion_tokens", "integer")
-    if _field(body, "n", "integer", 1) != 1:
-        raise APIError("only n=1 is supported", param="n")
-    cfg = GenerationConfig(
-        mode=_field(body, "mode", "string", "dflash"),
-        max_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
-        block_size=_field(body, "block_size", "integer"),
-        temperature=_number(body, "temperature", 0.0),
-        top_p=_number(body, "top_p", 1.0),
-        seed=_field(body, "seed", "integer", 0),
-        tree=_field(body, "tree", "integer"),
-        lookup=_field(body, "lookup", "boolean", True),
-    )
-    _validate(cfg)
-    stops = body.get("stop")
-    stops = [stops] if isinstance(stops, str) else ([] if stops is None else stops)
-    if (not isinstance(stops, list) or len(stops) > MAX_STOPS
-            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)):
-        raise APIError(f"'stop' must be a string of 1..{MAX_STOP_CHARS} characters or an array of at most "
-                       f"{MAX_STOPS} of them", param="stop")
-    return _Params(cfg, tuple(stops), _field(body, "stream", "boolean", False))
-
-
-def _number(body: dict, name: str, default: float) -> float:
-    try:
-        return float(_field(body, name, "number", default))
-    except OverflowError:  # an integer of hundreds of digits
-        raise APIError(f"'{name}' is out of range", param=name) from None
-
-
-def _validate(cfg: GenerationConfig, drafter_block_size: Optional[int] = None) -> None:
-    try:
-        cfg.validate(drafter_block_size)
-    except ValueError as e:  # its messages start with the field's name
-        raise APIError(str(e), param=str(e).split()[0]) from None
-
-
-def _messages(body: dict) -> list[dict]:
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        raise APIError("'messages' must be a non-empty array of {role, content} objects", param="messages")
-    out = []
-    for i, m in enumerate(msgs):
-        where = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
-            raise APIError(f"{where} must be an object with a role in {', '.join(ROLES)}", param=where)
-        content = m.get("content")
-        if isinstance(content, list):  # content parts: only text is understood
-            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-                       for p in content):
-                raise APIError(f"{where}.content parts must all be text parts", param=f"{where}.content")
-            content = "".join(p["text"] for p in content)
-        elif content is None and m["role"] == "assistant":
-            content = ""
-        elif not isinstance(content, str):
-            raise APIError(f"{where}.content must be a string or an array of text parts",
-                           param=f"{where}.content")
-        out.append({"role": "system" if m["role"] == "developer" else m["role"], "content": content})
-    return out
-
-
-def _prompt(body: dict) -> Union[str, list[int]]:
-    p = body.get("prompt")
-    if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
-        p = p[0]
-    if isinstance(p, str):
-        return p
-    if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
-        return p
-    raise APIError("'prompt' must be a string or an array of token ids (one prompt per request)",
-                   param="prompt")
 
 
 # ---- the served pair, as the handlers need it ----
@@ -289,7 +112,7 @@ class Served:
     def check(self, ids: list[int], cfg: GenerationConfig, chat: bool) -> None:
         """Refuse, before queueing, what the engine would refuse. The context check leaves out
         the few tokens a verify pass adds at the very end: the engine still checks those."""
-        _validate(cfg, self.block_size if cfg.mode == "dflash" else None)
+        validate(cfg, self.block_size if cfg.mode == "dflash" else None)
         if not ids:
             raise APIError("the prompt is empty", param="messages" if chat else "prompt")
         if self.max_context and len(ids) + cfg.max_tokens > self.max_context:
@@ -399,82 +222,6 @@ def relay(job: Job, stops: tuple[str, ...], send) -> Optional[Outcome]:
         return None
     finish = "stop" if cut.stopped else summary.finish_reason
     return Outcome(cut.text, finish, used, summary, note)
-
-
-def dflash_stats(s: Summary, note: Optional[str] = None) -> dict:
-    """The `dflash` extension field of a response."""
-    return {"mode": s.mode, "block_size": s.block_size, "verify": s.verify, "tau": s.tau,
-            "acceptance_rate": s.acceptance_rate, "cycles": s.cycles, "tokens": s.tokens,
-            "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, **({"note": note} if note else {})}
-
-
-# ---- metrics ----
-
-class Metrics:
-    """The last `window` requests and running totals, all from the engine's Summary events."""
-
-    def __init__(self, window: int = METRICS_WINDOW):
-        self._lock = threading.Lock()
-        self.recent: deque = deque(maxlen=window)
-        self.requests = self.errors = 0
-        self._sums: dict[str, dict] = {}  # by mode
-
-    def record(self, rid: str, o: Outcome) -> None:
-        s = o.summary
-        with self._lock:
-            self.requests += 1
-            self.recent.append({
-                "id": rid, "mode": s.mode, "prompt_tokens": s.prompt_tokens, "tokens": o.completion_tokens,
-                "cycles": s.cycles, "tokens_per_cycle": s.tau, "acceptance_rate": s.acceptance_rate,
-                "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "finish_reason": o.finish_reason,
-                "verify": s.verify, **({"note": o.note} if o.note else {}),
-            })
-            for key in (s.mode, (s.mode, context_bucket(s.prompt_tokens))):
-                m = self._sums.setdefault(key, dict.fromkeys(
-                    ("requests", "tokens", "cycles", "tau_x_cycles", "acc_x_cycles", "decode_tokens", "decode_s"), 0))
-                m["requests"] += 1
-                m["tokens"] += o.completion_tokens
-                m["cycles"] += s.cycles
-                m["tau_x_cycles"] += s.tau * s.cycles
-                m["acc_x_cycles"] += s.acceptance_rate * s.cycles
-                if s.decode_s > 0:
-                    m["decode_tokens"] += s.tokens - 1
-                    m["decode_s"] += s.decode_s
-
-    def error(self) -> None:
-        with self._lock:
-            self.errors += 1
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            sums = {mode: dict(m) for mode, m in self._sums.items()}
-            recent, requests, errors = list(self.recent), self.requests, self.errors
-        modes = {mode: m for mode, m in sums.items() if isinstance(mode, str)}
-        everything = {k: sum(m[k] for m in modes.values()) for k in next(iter(modes.values()), {})}
-
-        def by_context(mode):  # tau falls or holds as the context grows: buckets in order
-            return {b: {"requests": m["requests"], **_totals(m)} for b in BUCKET_NAMES
-                    if (m := sums.get((mode, b)))}
-        return {"window": self.recent.maxlen, "requests": recent,
-                "totals": {"requests": requests, "errors": errors, **_totals(everything),
-                           "by_mode": {mode: {"requests": m["requests"], **_totals(m), "by_context": by_context(mode)}
-                                       for mode, m in modes.items()}}}
-
-
-BUCKET_NAMES = [f"{a}-{b - 1}" for a, b in zip((0, *CONTEXT_BUCKETS), CONTEXT_BUCKETS)] + [f"{CONTEXT_BUCKETS[-1]}+"]
-
-
-def context_bucket(prompt_tokens: int) -> str:
-    """The /metrics bucket of a request's prompt length ("0-511", ..., "4096+")."""
-    return BUCKET_NAMES[sum(prompt_tokens >= e for e in CONTEXT_BUCKETS)]
-
-
-def _totals(m: dict) -> dict:
-    cycles = m.get("cycles", 0)
-    return {"tokens": m.get("tokens", 0), "cycles": cycles,
-            "tokens_per_cycle": m["tau_x_cycles"] / cycles if cycles else 0.0,
-            "acceptance_rate": m["acc_x_cycles"] / cycles if cycles else 0.0,
-            "decode_tok_s": m["decode_tokens"] / m["decode_s"] if m.get("decode_s") else 0.0}
 
 
 # ---- the app ----
@@ -594,14 +341,14 @@ class Service:
             self._closed = self._loop.create_future()
         if self.closing:
             raise _shutting_down()
-        body = await _body(request)
-        _check_fields(body, chat)
-        prompt = _messages(body) if chat else _prompt(body)
-        name = _field(body, "model", "string")
+        body = await read_body(request)
+        check_fields(body, chat)
+        prompt = messages_of(body) if chat else prompt_of(body)
+        name = field_of(body, "model", "string")
         if name is not None and name not in self.names:
             raise APIError(f"model {name!r} is not served here (this server serves {self.model_id!r})",
                            status=404, param="model", code="model_not_found")
-        p = _params(body, chat)
+        p = parse_params(body, chat)
         served = await self.served()
         ids = await _off_loop(self._encode, served, prompt, chat, served.check_size(prompt, p.cfg, chat))
         served.check(ids, p.cfg, chat)
@@ -632,7 +379,7 @@ class Service:
                                      headers={"Cache-Control": "no-cache"})
         return shape.response(_finished(value))
 
-    def _start(self, ids: list[int], p: _Params, rid: str) -> tuple[Job, asyncio.Queue]:
+    def _start(self, ids: list[int], p: Params, rid: str) -> tuple[Job, asyncio.Queue]:
         """Queue the generation on the worker and a reader thread that feeds the returned inbox."""
         loop, inbox = asyncio.get_running_loop(), asyncio.Queue()
         job = self.worker.generate(ids, p.cfg, self.model, self.draft)
@@ -664,7 +411,7 @@ class Service:
         threading.Thread(target=read, name=f"reader-{rid}", daemon=True).start()
         return job, inbox
 
-    def _nothing(self, ids: list[int], p: _Params, rid: str) -> tuple[Job, asyncio.Queue]:
+    def _nothing(self, ids: list[int], p: Params, rid: str) -> tuple[Job, asyncio.Queue]:
         """max_tokens 0: the answer is known without queueing anything."""
         outcome = Outcome("", "length", 0, _empty_summary(p.cfg, len(ids)))
         self.metrics.record(rid, outcome)

@@ -11,7 +11,8 @@ import requests
 
 import app as playground
 from dflash.guard import Guard, is_loopback
-from dflash.server import MAX_BODY_BYTES, create_app
+from dflash.openai_request import MAX_BODY_BYTES
+from dflash.server import create_app
 from dflash.worker import Worker
 from tests.test_server import _serve
 from tests.tiny import tiny_drafter, tiny_pair

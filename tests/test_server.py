@@ -15,7 +15,8 @@ import requests
 import uvicorn
 
 from dflash.registry import BUILTIN_DRAFTER
-from dflash.server import MAX_CHARS_PER_TOKEN, MAX_STOP_CHARS, ShortestFirst, StopCutter, create_app
+from dflash.openai_request import MAX_CHARS_PER_TOKEN, MAX_STOP_CHARS
+from dflash.server import ShortestFirst, StopCutter, create_app
 from dflash.worker import Worker
 from tests.tiny import tiny_drafter, tiny_pair
 
@@ -329,7 +330,7 @@ def test_metrics(url):
 
 
 def test_metrics_buckets_requests_by_prompt_length():
-    from dflash.server import context_bucket
+    from dflash.metrics import context_bucket
     assert [context_bucket(n) for n in (0, 511, 512, 2047, 2048, 4095, 4096, 8000)] == [
         "0-511", "0-511", "512-1023", "1024-2047", "2048-4095", "2048-4095", "4096+", "4096+"]
 
