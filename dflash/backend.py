@@ -10,7 +10,8 @@ choices down to the target; `bench` records it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import blas, cuda_env
@@ -31,6 +32,8 @@ class Backend:
     attention_rows: int = 0  # GPU verify passes: query rows per attention call (0: one call)
     cuda_buffers: dict = field(default_factory=dict)  # MLX_MAX_*_PER_BUFFER this process set
     cpu: str = ""  # CPU vendor and model, for the record
+    host_ops: bool = True  # CPU float32 passes: softmax and SwiGLU in numpy (host_ops.py)
+    host_draft: bool = True  # CPU: the drafter's block pass in numpy (host_draft.py)
 
 
 _active: Optional[Backend] = None
@@ -61,6 +64,19 @@ def setup(cpu_blas: str = "auto", environ=None) -> Backend:
         cpu=blas.cpu_name(),
     )
     return _active
+
+
+@contextmanager
+def overridden(**choices):
+    """This process's backend with some choices changed (`host_ops=False`, ...), for A/B runs
+    and tests; change it between generations only."""
+    global _active
+    before = _active
+    _active = replace(active(), **choices)
+    try:
+        yield _active
+    finally:
+        _active = before
 
 
 def device() -> str:

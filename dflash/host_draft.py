@@ -18,9 +18,8 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from .backend import on_cpu
+from . import backend
 
-ENABLED = True  # off: the drafter computes in MLX on a CPU too (A/B runs)
 LAYERS = ("full_attention", "sliding_attention")
 
 
@@ -28,7 +27,7 @@ def runs(drafter) -> bool:
     """Whether the drafter's block pass runs this way here: on a CPU, for the layers it
     implements (full or sliding attention, plain RoPE)."""
     a = drafter.args
-    return (ENABLED and on_cpu() and a.rope_scaling is None
+    return (backend.on_cpu() and backend.active().host_draft and a.rope_scaling is None
             and all(t in LAYERS for t in (a.layer_types or ["full_attention"])))
 
 

@@ -19,15 +19,14 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from .backend import on_cpu
+from . import backend
 
-ENABLED = True  # off: MLX computes them (A/B runs; switch only between generations)
 
 
 def runs(x: mx.array) -> bool:
     """Whether ops on x go through numpy here: on a CPU, in float32 (a target's dtype is fixed,
     so its every pass takes the same side)."""
-    return ENABLED and x.dtype == mx.float32 and on_cpu()
+    return x.dtype == mx.float32 and backend.on_cpu() and backend.active().host_ops
 
 
 def swiglu(gate: mx.array, up: mx.array) -> mx.array:

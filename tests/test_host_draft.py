@@ -5,7 +5,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from dflash import host_draft
+from dataclasses import replace
+
+from dflash import backend, host_draft
 from dflash.config import GenerationConfig
 from dflash.drafter import Drafter, DrafterArgs
 from dflash.engine import stream
@@ -15,7 +17,7 @@ from tests.tiny import HIDDEN, VOCAB, tiny_drafter, tiny_pair
 
 def block_states(drafter, target, blocks, host: bool, monkeypatch):
     """The drafter's hidden states for each block after a context fed in two pieces."""
-    monkeypatch.setattr(host_draft, "ENABLED", host)
+    monkeypatch.setattr(backend, "_active", replace(backend.active(), host_draft=host))
     _, feats, _ = target.forward(mx.array([[4, 5, 6, 7, 8, 9, 10]]), target.make_cache())
     cache = drafter.make_cache()
     drafter.extend_context(feats[:, :3], cache)
@@ -57,7 +59,7 @@ def test_host_pass_equals_the_mlx_layers(drafter, monkeypatch):
 
 
 def test_layers_it_does_not_implement_stay_mlx(monkeypatch):
-    monkeypatch.setattr(host_draft, "ENABLED", True)
+    monkeypatch.setattr(backend, "_active", replace(backend.active(), host_draft=True))
     sliding = drafter_with(layer_types=["sliding_attention", "full_attention"], sliding_window=4)
     scaled = drafter_with(rope_scaling={"type": "linear", "factor": 2.0})
     assert host_draft.runs(tiny_drafter()) and host_draft.runs(sliding)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from mlx_lm.models.activations import swiglu
 
-from dflash import host_ops
+from dataclasses import replace
+
+from dflash import backend, host_ops
 from dflash.config import GenerationConfig
 from dflash.engine import stream
 from dflash.events import Summary
@@ -55,8 +57,9 @@ def test_swiglu_matches_mlx_lm():
 def test_runs_on_cpu_float32_only(monkeypatch):
     assert host_ops.runs(mx.zeros(3))
     assert not host_ops.runs(mx.zeros(3, dtype=mx.bfloat16))
-    monkeypatch.setattr(host_ops, "ENABLED", False)
-    assert not host_ops.runs(mx.zeros(3))
+    with backend.overridden(host_ops=False):
+        assert not host_ops.runs(mx.zeros(3))
+    assert host_ops.runs(mx.zeros(3))
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
@@ -70,7 +73,7 @@ def test_target_passes_use_them_and_stay_lossless(family, monkeypatch):
     pair = tiny_pair(family, drafter=tiny_drafter())
     ids = [3, 9, 4, 7, 1, 8]
     for enabled in (True, False):
-        monkeypatch.setattr(host_ops, "ENABLED", enabled)
+        monkeypatch.setattr(backend, "_active", replace(backend.active(), host_ops=enabled))
         before = dict(calls)
         outs = []
         for cfg in (GenerationConfig(mode="target", max_tokens=24),

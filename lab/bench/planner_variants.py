@@ -11,9 +11,9 @@ Settings: target; auto (tree sized per cycle); N (a tree of N nodes; 0 = the cha
 length); bK (a chain of K); a trailing "-" turns the context lookup off (auto-, 32-); "NwK"
 (96w16): a tree of N from K candidates a block position (tree.draft's width; the engine's is
 tree.WIDTH); "+" (64+, auto+): the same with the drafter in directory $DRAFT_B instead of the
-shipped one; "*" (auto*, 15*): the drafter's block pass all in MLX on a CPU (host_draft.ENABLED
+shipped one; "*" (auto*, 15*): the drafter's block pass all in MLX on a CPU (backend field host_draft
 off; its own cost table); "#" (target#, auto#): the target's SwiGLU and softmax in MLX on a CPU
-(host_ops.ENABLED off; its own cost table; outputs are compared within each arithmetic, and "#"
+(backend field host_ops off; its own cost table; outputs are compared within each arithmetic, and "#"
 settings' ratios are to target#); "=N" (auto=256, target=256): the attention's p @ v in N-key
 chunks (target.KEY_CHUNK and TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~):
 the planner's tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64;
@@ -38,7 +38,7 @@ import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
 import dflash.config  # noqa: E402
-from dflash import engine, host_draft, host_ops, policy, tree  # noqa: E402
+from dflash import engine, policy, tree  # noqa: E402
 from dflash import target as target_mod  # noqa: E402
 from dflash.config import GenerationConfig  # noqa: E402
 from dflash.events import Cycle, Summary  # noqa: E402
@@ -104,8 +104,7 @@ def main() -> None:
             target_mod.KEY_CHUNK, target_mod.TILED_KEY_CHUNK = (int(chunk),) * 2 if chunk else KEY_CHUNKS
             sizes = OLD_SIZES if "~" in setting else NEW_SIZES
             policy.TREE_SIZES, policy.TIMED_SIZES = sizes
-            host_draft.ENABLED = "*" not in setting
-            host_ops.ENABLED = "#" not in setting
+            arithmetic = backend.overridden(host_draft="*" not in setting, host_ops="#" not in setting)
             cost_key = sizes, pair.target.key_chunk, "*" in setting, "#" in setting
             pair.costs = costs_by_key.get(cost_key)
             use_b = "+" in setting
@@ -115,12 +114,13 @@ def main() -> None:
             width["now"] = int(w) if w else None
             cfg = config_of(base.rstrip("-"), max_tokens, lookup=not base.endswith("-"))
             cycles, s = [], None
-            for ev in engine.stream(pair_b if use_b else pair, ids, cfg):
-                if isinstance(ev, Cycle):
-                    cycles.append((len(ev.drafted) + 1, ev.accepted,
-                                   round(1000 * (ev.draft_s + ev.verify_s + ev.rollback_s), 1)))
-                if isinstance(ev, Summary):
-                    s = ev
+            with arithmetic:
+                for ev in engine.stream(pair_b if use_b else pair, ids, cfg):
+                    if isinstance(ev, Cycle):
+                        cycles.append((len(ev.drafted) + 1, ev.accepted,
+                                       round(1000 * (ev.draft_s + ev.verify_s + ev.rollback_s), 1)))
+                    if isinstance(ev, Summary):
+                        s = ev
             costs_by_key[cost_key] = pair.costs
             if p.get("warmup"):
                 continue
