@@ -12,6 +12,7 @@ Serving with rank 0 alone talking to users, the other ranks following it, is clu
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -102,7 +103,17 @@ def _check_divisible(target: Target, n: int) -> None:
     bad = [f"{k} {v}" for k, v in sizes.items() if v % n]
     if bad:
         raise ValueError(f"this target does not split over {n} ranks: {', '.join(bad)} "
-                         f"not divisible by {n}")
+                         f"not divisible by {n}; {_rank_counts_that_split(sizes)}")
+
+
+def _rank_counts_that_split(sizes: dict) -> str:
+    """The rank counts (mlx.launch -n) that divide every size: the divisors of their gcd."""
+    g = math.gcd(*sizes.values())
+    counts = [d for d in range(2, g + 1) if g % d == 0]
+    if not counts:
+        return "no rank count divides them all: this target cannot be sharded"
+    return f"rank counts that divide them all: {', '.join(map(str, counts[:8]))}" + (
+        ", ..." if len(counts) > 8 else "")
 
 
 class _SumAfter(nn.Module):

@@ -87,6 +87,12 @@ def test_refusals(tmp_path):
         distributed.shard_pair(pair, group=None)
     with pytest.raises(ValueError, match="run under mlx.launch"):
         distributed.init("ring")
+    three = type("Group", (), {"size": lambda self: 3})()  # refused before any collective
+    with pytest.raises(ValueError, match=r"over 3 ranks: attention_heads 4, kv_heads 2 not divisible "
+                                         r"by 3; rank counts that divide them all: 2$"):
+        distributed.shard_pair(tiny_pair("llama"), three)
+    assert distributed._rank_counts_that_split({"attention_heads": 9, "kv_heads": 3}).endswith(": 3")
+    assert "cannot be sharded" in distributed._rank_counts_that_split({"heads": 8, "vocab_size": 151937})
 
 
 def test_bench_distributed_records_the_sharding(tmp_path):
