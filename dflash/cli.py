@@ -125,15 +125,15 @@ def _generate(argv=None) -> int:
                 print(json.dumps(to_dict(ev)), flush=True)
             elif isinstance(ev, (Prefill, Cycle)):
                 if isinstance(ev, Prefill) and ev.note:
-                    print(f"note: {ev.note}", file=sys.stderr)
+                    log(f"note: {ev.note}")
                 toks = (ev.first,) if isinstance(ev, Prefill) and ev.first else getattr(ev, "committed", ())
                 print("".join(t.text for t in toks), end="", flush=True)
             elif isinstance(ev, Summary):
                 print(flush=True)  # the text's own last line, whatever the terminal does with stderr
-                print(f"[{ev.mode}] {ev.tokens} tokens, {ev.cycles} cycles, tau {ev.tau:.2f}, "
-                      f"acceptance {ev.acceptance_rate:.0%}, decode {ev.decode_tok_s:.1f} tok/s, "
-                      f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}"
-                      + (f", verified as {ev.verify}" if ev.verify else ""), file=sys.stderr)
+                log(f"[{ev.mode}] {ev.tokens} tokens, {ev.cycles} cycles, tau {ev.tau:.2f}, "
+                    f"acceptance {ev.acceptance_rate:.0%}, decode {ev.decode_tok_s:.1f} tok/s, "
+                    f"TTFT {ev.ttft_s * 1000:.0f} ms, finish {ev.finish_reason}"
+                    + (f", verified as {ev.verify}" if ev.verify else ""))  # rank 0's only
     except distributed.RankMismatch as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

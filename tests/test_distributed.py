@@ -79,6 +79,9 @@ def test_cli_generate_distributed(tmp_path):
     [summary] = [e for e in json_lines(r.stdout) if e["kind"] == "summary"]
     assert summary["tokens"] == 12 and summary["verify"] == "tree auto"  # the planner, on rank 0's costs
     assert r.stderr.count("target sharded over 2 processes (any)") == 1
+    r = launch("-m", "dflash", "generate", "--model", str(model), "--draft", str(draft), "--tree", "4",
+               "--prompt", "t5 t9 t17 t23", "--no-chat-template", "--max-tokens", "12", "--distributed")
+    assert r.stderr.count("[dflash] 12 tokens") == 1, r.stdout + r.stderr  # text mode: rank 0's summary
 
 
 def test_refusals(tmp_path):
