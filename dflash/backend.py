@@ -2,7 +2,7 @@
 
 Importing dflash loads no library and writes no environment variable. A program calls
 `setup()` first (the CLI, the playground, the tests' conftest): it loads an optimized BLAS on a
-Linux CPU (blas.py) and sizes MLX's CUDA command buffers (cuda_env.py), both read only when MLX
+Linux CPU (backends/blas.py) and sizes MLX's CUDA command buffers (backends/cuda_env.py), read only when MLX
 loads. `load_pair` takes the resulting `Backend` (`active()` unless given) and passes its
 choices down to the target; `bench` records it.
 """
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from . import blas, cuda_env
+from .backends import blas, cuda_env
 
 # GPU: a verify pass attends in calls of this many query rows on MLX's CUDA backend (MLX's
 # fused attention kernel takes fewer than 4 rows); 0 elsewhere: mlx-lm's one call.

@@ -30,7 +30,8 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from . import cpu_rows, distributed, op_profile, peer_mlx_lm, peer_zlab
+from . import distributed, op_profile, peer_mlx_lm, peer_zlab
+from .backends import cpu_rows
 from .cli import add_distributed_arg, add_generation_args, add_model_args, command, config_from_args
 from .config import GenerationConfig
 from .events import Summary

@@ -20,7 +20,7 @@ import numpy as np
 from mlx_lm.models.cache import KVCache
 from mlx_lm.models.rope_utils import initialize_rope
 
-from . import host_draft
+from .backends import host_draft
 
 
 def default_taps(num_target_layers: int, num_taps: int = 5) -> list[int]:

@@ -19,7 +19,8 @@ from mlx_lm.models.activations import swiglu
 from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import make_prompt_cache
 
-from . import backend, cpu_rows, host_ops, kernels
+from . import backend
+from .backends import cpu_rows, host_ops, kernels
 from .tape import GDNTape, gdn_forward_recorded, rollback
 from .tree import Layout
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash import backend, blas
+from dflash import backend
+from dflash.backends import blas
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +25,7 @@ def test_importing_dflash_loads_no_library_and_sets_no_variable():
     code = """if True:
         import os, sys
         env = dict(os.environ)
-        import dflash, dflash.backend, dflash.blas, dflash.cli, dflash.cuda_env
+        import dflash, dflash.backend, dflash.backends.blas, dflash.cli, dflash.backends.cuda_env
         print("mlx.core" in sys.modules, dict(os.environ) == env)
         from dflash import engine, load  # these import mlx (and mlx-lm sets its own variables)
         ours = {k: v for k, v in os.environ.items() if k.startswith(("OPENBLAS", "MLX_"))}
@@ -41,10 +42,10 @@ DEVICE_CHECK = re.compile(r"default_device\(\)\s*[!=]=|\.type\s*[!=]=\s*mx\.|cud
 
 
 def test_every_device_check_is_in_backend():
-    """Where MLX computes is asked in one place (backend.device / on_cpu / on_cuda; cuda_env
-    before MLX loads), not decided again module by module (issue 56)."""
+    """Where MLX computes is asked in one place (backend.device / on_cpu / on_cuda; the host code
+    in backends/), not decided again module by module (issue 56)."""
     files = [*(ROOT / "dflash").rglob("*.py"), ROOT / "app.py"]
-    found = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.name not in ("backend.py", "cuda_env.py")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in files if "backends" not in p.parts and p.name != "backend.py"
              for i, line in enumerate(p.read_text().splitlines(), 1) if DEVICE_CHECK.search(line)]
     assert not found, found
     assert backend.device() == "cpu" and backend.on_cpu() and not backend.on_cuda()  # this test host

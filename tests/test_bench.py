@@ -265,7 +265,7 @@ def test_cuda_command_buffer_defaults(monkeypatch):
     unless the environment already says; on other builds it sets nothing."""
     from importlib import metadata
 
-    from dflash import cuda_env
+    from dflash.backends import cuda_env
 
     env = {"MLX_MAX_MB_PER_BUFFER": "40"}
     assert cuda_env.apply(env, cuda=True) == {"MLX_MAX_OPS_PER_BUFFER": "100"}

@@ -4,7 +4,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import pytest
 
-from dflash import cpu_rows
+from dflash.backends import cpu_rows
 
 
 def test_exact_tile_is_the_smallest_tile_that_keeps_rows_exact():

@@ -145,7 +145,7 @@ def test_padded_rows_change_no_bits_where_rows_are_exact(target):
 ])
 def test_padded_scores_are_the_product(q_shape, k_shape):
     """cpu_rows.scores in fixed 8 x 16 calls computes q @ k_t (Intel's score path)."""
-    from dflash import cpu_rows
+    from dflash.backends import cpu_rows
 
     q, k_t = mx.random.normal(q_shape), mx.random.normal(k_shape)
     got = cpu_rows.scores(q, k_t, 8)

@@ -7,7 +7,8 @@ import pytest
 
 from dataclasses import replace
 
-from dflash import backend, host_draft
+from dflash import backend
+from dflash.backends import host_draft
 from dflash.config import GenerationConfig
 from dflash.drafter import Drafter, DrafterArgs
 from dflash.engine import stream

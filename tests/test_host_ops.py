@@ -9,7 +9,8 @@ from mlx_lm.models.activations import swiglu
 
 from dataclasses import replace
 
-from dflash import backend, host_ops
+from dflash import backend
+from dflash.backends import host_ops
 from dflash.config import GenerationConfig
 from dflash.engine import stream
 from dflash.events import Summary

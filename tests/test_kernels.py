@@ -4,7 +4,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from dflash import kernels
+from dflash.backends import kernels
 
 cuda = pytest.mark.skipif(mx.default_device() != mx.gpu or not mx.cuda.is_available(),
                           reason="the kernel is MLX-CUDA only")

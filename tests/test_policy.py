@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from dflash.config import GenerationConfig
-from dflash.cpu_rows import call_rows
+from dflash.backends.cpu_rows import call_rows
 from dflash.engine import stream
 from dflash.policy import (TIMED_SIZES, TREE_SIZES, Planner, _monotone, choose_verify_length, measure_costs,
                            probe_context)

@@ -44,7 +44,7 @@ def main() -> None:
 
     import mlx.core as mx  # noqa: E402
 
-    from dflash import cpu_rows  # noqa: E402
+    from dflash.backends import cpu_rows  # noqa: E402
 
     mx.set_default_device(mx.cpu)
     B, HKV, G, D = 1, 3, 3, 64  # SmolLM2-135M: 9 query heads over 3 kv heads of 64

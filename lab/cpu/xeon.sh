@@ -21,7 +21,7 @@
 set -uo pipefail
 phase=${1:?phase: pack | bench | scores | exact | eval | costs | product}
 SITE=/tmp/cpusite
-OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/blas.py looks
+OB=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3  # where dflash/backends/blas.py looks
 MODEL=smollm2-135m-instruct-mlx-v1
 DEFAULT_ARGS="--prompts-limit 2 --repeat 1"  # 6 prompts (2 per suite): ~200 s at ~90 ms a step
 

@@ -10,7 +10,7 @@ import time
 
 import mlx.core as mx
 
-from dflash import kernels
+from dflash.backends import kernels
 
 
 def timed(make, n=24):

@@ -13,7 +13,8 @@ import time
 import mlx.core as mx
 import numpy as np
 
-from dflash import kernels, tree
+from dflash import tree
+from dflash.backends import kernels
 from dflash.tree import Layout
 
 HQ, HKV, D = 9, 3, 64

@@ -49,7 +49,7 @@ def padded(bucket):
 def main(row_id, runs=2, show_table=""):
     import mlx.core as mx
 
-    from dflash import kernels
+    from dflash.backends import kernels
 
     if "WHY_CACHE_LIMIT" in os.environ:
         mx.set_cache_limit(int(os.environ["WHY_CACHE_LIMIT"]))

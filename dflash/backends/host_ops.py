@@ -19,7 +19,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from . import backend
+from .. import backend
 
 
 

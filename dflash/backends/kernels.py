@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import mlx.core as mx
 
-from .backend import on_cuda
+from ..backend import on_cuda
 
 WARPS = 4  # warps per (row, head) block, splitting the keys
 # Above this many scores (rows x keys) mx.fast's masked call is faster than the kernel: one block
