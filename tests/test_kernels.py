@@ -4,10 +4,10 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from dflash import backend
 from dflash.backends import kernels
 
-cuda = pytest.mark.skipif(mx.default_device() != mx.gpu or not mx.cuda.is_available(),
-                          reason="the kernel is MLX-CUDA only")
+cuda = pytest.mark.skipif(not backend.on_cuda(), reason="the kernel is MLX-CUDA only")
 
 
 def _visible(parents):
@@ -34,6 +34,16 @@ def test_kernel_equals_masked_attention(dtype, R, C, Hq, Hkv, D):
     tol = 2e-3 if dtype == mx.float32 else 2e-2  # the masked reference may run TF32 matmuls
     assert mx.allclose(got, want, atol=tol, rtol=tol).item()
     assert kernels.available(dtype, D)
+
+
+def test_a_kernel_that_cannot_run_says_so_and_the_masked_call_stays(monkeypatch):
+    def broken(*a, **kw):
+        raise RuntimeError("nvrtc: compilation failed")
+
+    monkeypatch.setattr(kernels, "on_cuda", lambda: True)
+    monkeypatch.setattr(kernels, "tree_attention", broken)
+    with pytest.warns(UserWarning, match="cannot run here .*nvrtc"):
+        assert kernels.available.__wrapped__(mx.float32, 32) is False
 
 
 def test_cpu_takes_the_masked_call():

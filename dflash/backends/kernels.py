@@ -11,6 +11,7 @@ mx.fast's masked attention once per process before any tree uses it.
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 
 import mlx.core as mx
@@ -119,5 +120,6 @@ def available(dtype=mx.float16, head_dim: int = 64) -> bool:
         got = tree_attention(q, k_view, v, head_dim ** -0.5, vis).astype(mx.float32)
         want = masked_attention(q, k, v, head_dim ** -0.5, vis).astype(mx.float32)
         return bool(mx.allclose(got, want, atol=2e-2, rtol=2e-2).item())
-    except Exception:  # no NVRTC, an unsupported type: mx.fast's masked call stays
+    except (RuntimeError, ValueError) as e:  # no NVRTC, an unsupported type: mx.fast's masked call
+        warnings.warn(f"dflash's tree attention kernel cannot run here ({e}); using mx.fast's masked attention")
         return False
