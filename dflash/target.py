@@ -22,7 +22,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from . import backend
 from .backends import cpu_rows, host_ops, kernels
 from .tape import GDNTape, gdn_forward_recorded, rollback
-from .tree import Layout
+from .layout import Layout
 
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 PREFILL_CHUNK = 512
