@@ -99,6 +99,12 @@ def on_cuda() -> bool:
     return device() == "cuda"
 
 
+def uses(choice: str) -> bool:
+    """One of this process's on/off choices (`host_ops`, `host_draft`), cheap enough for every
+    pass: no Backend is built where no program called setup()."""
+    return getattr(_active if _active is not None else Backend, choice)
+
+
 def active() -> Backend:
     """The backend `setup()` chose, or, where no program called it, what MLX uses by itself."""
     if _active is not None:

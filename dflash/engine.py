@@ -75,7 +75,7 @@ def stream(pair, prompt_ids: list[int], cfg: GenerationConfig,
     sampler = Sampler(cfg.temperature, cfg.top_p, cfg.seed)
     out = _Output(pair.tokenizer, cfg.max_tokens)
     cache = target.make_cache()
-    context = _DraftContext(drafter) if dflash else None
+    context = DraftContext(drafter) if dflash else None
     extend = context.add if dflash else None
 
     t0 = perf_counter()
@@ -285,7 +285,7 @@ def _tree_cycle(target, drafter, cache, context, out, staged, B, nodes, planner,
     return tr.tokens[1:], acc, committed, times, (tr.parents[1:], tuple(keep[1:]), tr.follow(copy[0]))
 
 
-class _DraftContext:
+class DraftContext:
     """The drafter's context cache, fed lazily: features of committed positions wait here
     until the next draft needs them (plain target steps then cost the drafter nothing)."""
 

@@ -27,7 +27,7 @@ def runs(drafter) -> bool:
     """Whether the drafter's block pass runs this way here: on a CPU, for the layers it
     implements (full or sliding attention, plain RoPE)."""
     a = drafter.args
-    return (backend.on_cpu() and backend.active().host_draft and a.rope_scaling is None
+    return (backend.on_cpu() and backend.uses("host_draft") and a.rope_scaling is None
             and all(t in LAYERS for t in (a.layer_types or ["full_attention"])))
 
 

@@ -26,7 +26,7 @@ from .. import backend
 def runs(x: mx.array) -> bool:
     """Whether ops on x go through numpy here: on a CPU, in float32 (a target's dtype is fixed,
     so its every pass takes the same side)."""
-    return x.dtype == mx.float32 and backend.on_cpu() and backend.active().host_ops
+    return x.dtype == mx.float32 and backend.on_cpu() and backend.uses("host_ops")
 
 
 def swiglu(gate: mx.array, up: mx.array) -> mx.array:

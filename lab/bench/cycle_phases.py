@@ -18,26 +18,10 @@ import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dflash import tree  # noqa: E402
+from dflash.engine import DraftContext  # noqa: E402
 from dflash.load import encode_prompt, load_pair  # noqa: E402
 
 PROMPT = "Explain how a hash map works, with an example in Python."
-
-
-class DraftContext:
-    """The drafter's context cache fed lazily, as the engine's: committed positions' features
-    wait until the next draft needs them."""
-
-    def __init__(self, drafter):
-        self.drafter, self.kv, self.pending = drafter, drafter.make_cache(), []
-
-    def add(self, features) -> None:
-        self.pending.append(features)
-
-    def cache(self) -> list:
-        if self.pending:
-            self.drafter.extend_context(mx.concatenate(self.pending, axis=1), self.kv)
-            self.pending = []
-        return self.kv
 
 
 def run(pair, nodes: int, cycles: int) -> dict:
