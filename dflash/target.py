@@ -158,15 +158,18 @@ class Target:
     def _forward_tree(self, ids: mx.array, cache: list, tree: Layout):
         if not self.tree_capable:
             raise ValueError("tree verification needs an attention-only target")
+        offset = cache[self._kv_idx].offset
         if backend.on_cpu():
-            attend = _cpu_tree_attention(tree, cache[self._kv_idx].offset, self.row_tile)
+            cpu_attend = _cpu_tree_attention(tree, offset, self.row_tile)
+            attend_over = lambda c: cpu_attend  # noqa: E731
         else:
-            attend = partial(kernels.tree_attention_gpu, visible=tree.visible)
+            attend_over = kernels.TreeAttention(tree.visible, offset).over
         h = self.embed(ids)
         taps = {}
-        table = self._rope_table(cache[self._kv_idx].offset + tree.depth)
+        table = self._rope_table(offset + tree.depth)
         for i, (layer, c) in enumerate(zip(self.layers, cache)):
-            h = _decoder_layer_with(layer, h, c, attend, depth=tree.depth, rope_table=table, linears=self._lin(i))
+            h = _decoder_layer_with(layer, h, c, attend_over(c), depth=tree.depth, rope_table=table,
+                                    linears=self._lin(i))
             if i in self.tap_ids:
                 taps[i] = h
         feats = mx.concatenate([taps[t] for t in self.tap_ids], -1) if taps else None

@@ -59,3 +59,25 @@ def test_cpu_takes_the_masked_call():
     keep = mx.array([True] * 8 + [False, True])
     p = mx.softmax(mx.where(keep, s, -mx.inf), axis=-1)
     assert mx.allclose(out[:, :, 2:3], p @ mx.repeat(v, 2, axis=1), atol=1e-5).item()
+
+
+@pytest.mark.parametrize("C", [7, 250, 300])
+def test_tree_attention_past_the_kernel_reads_the_whole_cache_buffer(monkeypatch, C):
+    """Past the kernel's range a tree pass attends over the KV cache's allocated buffer (one shape
+    per 256 keys, for MLX's CUDA graphs): the keys past the tree are masked out, whatever a
+    rolled-back draft left there, and the rows equal the masked call over the fetched keys."""
+    from mlx_lm.models.cache import KVCache
+
+    monkeypatch.setattr(kernels, "KERNEL_MAX_SCORES", 0)
+    Hq, Hkv, D, parents = 4, 2, 32, [-1, 0, 0, 1, 1, 2]
+    R = len(parents)
+    cache = KVCache()
+    cache.update_and_fetch(*(mx.random.normal((1, Hkv, C + 40, D)) * 50 for _ in range(2)))
+    cache.trim(40)  # a rejected draft's keys stay in the buffer, past the offset
+    q = mx.random.normal((1, Hq, R, D))
+    k, v = cache.update_and_fetch(*(mx.random.normal((1, Hkv, R, D)) for _ in range(2)))
+    assert cache.keys.shape[2] > C + R and cache.keys.shape[2] % 256 == 0
+    vis = _visible(parents)
+    got = kernels.TreeAttention(vis, C).over(cache)(q, k, v, D ** -0.5)
+    want = kernels.masked_attention(q, k, v, D ** -0.5, vis)
+    assert got.shape == want.shape and mx.allclose(got, want, atol=1e-5).item()

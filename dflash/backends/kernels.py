@@ -12,9 +12,10 @@ mx.fast's masked attention once per process before any tree uses it.
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import mlx.core as mx
+import numpy as np
 
 from ..backend import on_cuda
 
@@ -86,8 +87,42 @@ def tree_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, visible:
     return out
 
 
+class TreeAttention:
+    """A tree pass's attention on a GPU, shared by its layers (`over(cache)` gives one layer's
+    attend): the kernel for short contexts where `available`, else mx.fast's masked call over
+    the KV cache's whole allocated buffer, the keys past the tree masked out. mlx-lm's KVCache
+    grows in steps of 256, so that call's matmuls keep one shape for ~256 tokens instead of taking
+    a new one every cycle, which MLX's CUDA graphs pay for with 60-290 ms stalls
+    (docs/performance.md, "Speed against context length")."""
+
+    def __init__(self, visible: mx.array, committed: int):
+        self.visible, self.committed = visible, committed
+        self._mask = None  # [R, buffer]: every committed key, the tree's visible nodes, no more
+
+    def over(self, cache):
+        return partial(self, cache)
+
+    def __call__(self, cache, q, k, v, scale):
+        R = q.shape[2]
+        if R * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1]):
+            return tree_attention(q, k, v, scale, self.visible)
+        buf_k, buf_v = getattr(cache, "keys", None), getattr(cache, "values", None)
+        if not isinstance(buf_k, mx.array) or buf_k.shape[2] < k.shape[2]:  # not mlx-lm's KVCache
+            return masked_attention(q, k, v, scale, self.visible)
+        return mx.fast.scaled_dot_product_attention(q, buf_k, buf_v, scale=scale, mask=self._mask_for(buf_k.shape[2]))
+
+    def _mask_for(self, size: int) -> mx.array:
+        if self._mask is None or self._mask.shape[1] != size:
+            R, C = self.visible.shape[0], self.committed
+            m = np.zeros((R, size), bool)
+            m[:, :C] = True
+            m[:, C : C + R] = np.array(self.visible)
+            self._mask = mx.array(m)
+        return self._mask
+
+
 def tree_attention_gpu(q, k, v, scale, visible):
-    """Tree attention on a GPU: this kernel for short contexts where `available`, else mx.fast's
+    """Tree attention over the fetched keys (no cache): the kernel where it pays, else mx.fast's
     masked call."""
     if q.shape[2] * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1]):
         return tree_attention(q, k, v, scale, visible)

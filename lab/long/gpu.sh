@@ -13,6 +13,7 @@
 # cudnn:   attention with a repeated against a growing key count, cuDNN on and off
 #          (lab/long/cudnn_gpu.py; fortieth session)
 # why:     which long-prompt cycles are slow, and under which MLX settings (lab/long/why_cycles.py)
+# buffer:  the tree's verify ms, masked call over the cache's buffer / the fetched keys / graphs off
 # Records: lab/bench/results/s39/.
 set -uo pipefail
 phase=${1:?phase}
@@ -48,6 +49,11 @@ why)
     echo "== $e"; env $e timeout 60 python3 $W 2k-document 2 2>&1 | grep cycles:
   done
   for e in WHY_NONE=1 WHY_BUCKET=256; do echo "== $e"; env $e timeout 60 python3 $W 4k-chat 2 2>&1 | grep cycles:; done ;;
+buffer)  # forty-first session: TreeAttention over the cache's buffer (default) against the fetched keys
+  W=lab/long/why_cycles.py
+  for r in 2k-document 4k-chat 7k-document; do for e in WHY_NONE=1 WHY_SLICES=1 MLX_USE_CUDA_GRAPHS=0; do
+    echo "== $r $e"; env $e timeout 90 python3 $W $r 2 2>&1 | grep cycles:
+  done; done ;;
 heldout)
   python3 -m dflash bench --prompts assets/prompts/eval.jsonl --prompts-limit 4 --max-tokens 128 --repeat 1 \
     --out $OUT/gpu-heldout.json 2>&1 | grep -v '^\[' | tail -n 10 ;;

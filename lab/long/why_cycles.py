@@ -5,8 +5,9 @@ and whether the caches had to move nodes (a path off the spine) or only trim.
     python lab/long/why_cycles.py ROW_ID [RUNS [TABLE]]
 Knobs (environment): WHY_CACHE_LIMIT (bytes: mx.set_cache_limit), WHY_KERNEL_MAX (the tree
 kernel's score limit, kernels.KERNEL_MAX_SCORES), WHY_BUCKET (the masked call's keys padded to a
-multiple of this, padding masked out: its temporaries keep one size for a while), and MLX's own
-(MLX_USE_CUDA_GRAPHS=0 ...).
+multiple of this, padding masked out: its temporaries keep one size for a while), WHY_SLICES (the
+masked call over the fetched keys, a new shape every cycle, as before the forty-first session's
+TreeAttention over the cache's buffer), and MLX's own (MLX_USE_CUDA_GRAPHS=0 ...).
 """
 
 import json
@@ -57,6 +58,9 @@ def main(row_id, runs=2, show_table=""):
         kernels.KERNEL_MAX_SCORES = int(os.environ["WHY_KERNEL_MAX"])
     if "WHY_BUCKET" in os.environ:
         kernels.masked_attention = padded(int(os.environ["WHY_BUCKET"]))
+    if "WHY_BUCKET" in os.environ or "WHY_SLICES" in os.environ:  # the masked call on the fetched keys
+        kernels.TreeAttention.over = lambda self, cache: lambda q, k, v, scale: kernels.tree_attention_gpu(
+            q, k, v, scale, self.visible)
     pair = load_pair()
     warm(pair)
     row = next(r for r in map(json.loads, open("assets/bench/long.jsonl")) if r["id"] == row_id)
