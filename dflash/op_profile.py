@@ -19,7 +19,7 @@ from time import perf_counter
 import mlx.core as mx
 import mlx.nn as nn
 
-from . import target as target_module
+from .backends import cpu_attention
 
 KINDS = ("embedding", "norm", "matmul", "rope", "attention", "kv_cache", "elementwise", "logits")
 _LAYER_MODULES = {
@@ -56,11 +56,11 @@ def _swaps(target, cache: list, clock: _Clock) -> list[tuple[object, str, object
     """(owner, attribute, wrapper) for every swapped callable of a llama-family target."""
     swaps = [(target, "embed", "embedding"), (target.backbone, "norm", "norm"),
              (target, "logits", "logits"), (target, "_attend", "attention"),
-             (target, "_rope_table", "rope"), (target_module, "_rotate", "rope")]
-    by_table = target_module._rope_by_table(target.layers[target._kv_idx].self_attn.rope)
+             (target, "_rope_table", "rope"), (cpu_attention, "rotate", "rope")]
+    by_table = cpu_attention.rotates_by_table(target.layers[target._kv_idx].self_attn.rope)
     for layer in target.layers:
         for path, kind in _LAYER_MODULES.items():
-            if path == "self_attn.rope" and by_table:  # rotated by _rotate: a wrapper here would
+            if path == "self_attn.rope" and by_table:  # rotated by cpu_attention.rotate: a wrapper here would
                 continue                               # send the pass down mx.fast.rope
             *parents, name = path.split(".")
             owner = layer

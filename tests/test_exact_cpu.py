@@ -92,12 +92,12 @@ def test_row_chunked_attention_is_causal_attention(rows, L):
     """The GPU verify attention (`Backend.attention_rows`): L query rows attended in chunks of
     `rows`, each chunk given the keys up to its last row, equal one causal call (a pass longer
     than MAX_CHUNKED_ROWS, a prefill, is one call)."""
-    from dflash.target import _attention_row_chunks
+    from dflash.backends.kernels import row_chunks
 
     q = mx.random.normal((1, 9, L, 64), key=mx.random.key(0))
     k, v = (mx.random.normal((1, 3, 300, 64), key=mx.random.key(s)) for s in (1, 2))
     full = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
-    assert mx.allclose(_attention_row_chunks(q, k, v, 0.125, rows), full, atol=1e-5).item()
+    assert mx.allclose(row_chunks(q, k, v, 0.125, rows), full, atol=1e-5).item()
 
 
 def test_target_forward_with_row_chunked_attention(target):

@@ -1,5 +1,7 @@
 """The CUDA tree-attention kernel against mx.fast's masked attention (runs only under CUDA)."""
 
+from types import SimpleNamespace
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -78,6 +80,7 @@ def test_tree_attention_past_the_kernel_reads_the_whole_cache_buffer(monkeypatch
     k, v = cache.update_and_fetch(*(mx.random.normal((1, Hkv, R, D)) for _ in range(2)))
     assert cache.keys.shape[2] > C + R and cache.keys.shape[2] % 256 == 0
     vis = _visible(parents)
-    got = kernels.TreeAttention(vis, C).over(cache)(q, k, v, D ** -0.5)
+    got = kernels.TreeAttention(SimpleNamespace(visible=vis), C).over(cache)(q, k, v, D ** -0.5)  # a Layout's rows
     want = kernels.masked_attention(q, k, v, D ** -0.5, vis)
-    assert got.shape == want.shape and mx.allclose(got, want, atol=1e-5).item()
+    tol = 1e-5 if mx.default_device() == mx.cpu else 2e-3  # CUDA's float32 matmuls may run TF32
+    assert got.shape == want.shape and mx.allclose(got, want, atol=tol, rtol=tol).item()

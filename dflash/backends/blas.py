@@ -16,7 +16,7 @@ kernels are pinned (OPENBLAS_CORETYPE) to a family whose rows do not depend on t
   on its shape (found by trying, cpu_rows.exact_tile) and attention scores are calls of ROW_TILE
   rows x cpu_rows.KEY_TILE keys (cpu_rows.py). The padding costs the 1-token step more on AMD's
   AVX-512 than Intel's, so only Intel CPUs get these.
-Attention's p @ v also needs fixed-size key chunks (target.py, _attention_rows_invariant).
+Attention's p @ v also needs fixed-size key chunks (backends/cpu_attention.py, rows_invariant).
 """
 
 from __future__ import annotations

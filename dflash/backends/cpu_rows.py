@@ -14,6 +14,9 @@ from typing import Callable
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx_lm.models.activations import swiglu
+
+from . import host_ops
 
 KEY_TILE = 16  # the SkylakeX sgemm's unroll over the output columns
 TILES = (1, 2, 4, 8, 16, 32, 64)  # tiny shapes need the large ones: every call on one side of a size threshold
@@ -154,3 +157,29 @@ def _name(dtype: mx.Dtype) -> str:
 
 def _dtype(layer: nn.Module) -> mx.Dtype:
     return layer.scales.dtype if hasattr(layer, "scales") else layer.weight.dtype
+
+
+class Layer:
+    """A llama-family layer's projections where the CPU BLAS needs padded rows (above):
+    q|k|v and gate|up fused, every matmul on the row tile that keeps its rows exact. A
+    mixture-of-experts MLP stays mlx-lm's, on its own tile."""
+
+    def __init__(self, layer):
+        a, m = layer.self_attn, layer.mlp
+        self.qkv = Projections([a.q_proj, a.k_proj, a.v_proj])
+        self.o = linear(a.o_proj)
+        dense = hasattr(m, "gate_proj")
+        self.gate_up = Projections([m.gate_proj, m.up_proj]) if dense else None
+        self.down = linear(m.down_proj) if dense else Padded(
+            m, layer.input_layernorm.weight.shape[0], f"{type(m).__name__} {m.gate.weight.shape}",
+            dtype=layer.input_layernorm.weight.dtype)
+
+    def mlp(self, x: mx.array) -> mx.array:
+        return self.down(_swiglu(*self.gate_up(x))) if self.gate_up else self.down(x)
+
+    def matmuls(self) -> list[Padded]:
+        return [*self.qkv.calls, self.o, *(self.gate_up.calls if self.gate_up else []), self.down]
+
+
+def _swiglu(gate: mx.array, up: mx.array) -> mx.array:
+    return host_ops.swiglu(gate, up) if host_ops.runs(gate) else swiglu(gate, up)

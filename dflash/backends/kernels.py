@@ -1,11 +1,12 @@
-"""Tree attention as one CUDA kernel (MLX's CUDA backend).
+"""Attention on MLX's CUDA backend: a tree pass's (a kernel; past its range mx.fast's masked call
+over the cache's whole buffer) and a verify block's in calls of a few rows (`row_chunks`).
 
 MLX's fused attention on CUDA takes one query row and no mask array; a tree pass has R rows,
 each seeing the committed keys plus its own ancestors, so mx.fast's call falls back to unfused
 matmul + mask + softmax + matmul, several launches a layer. This kernel does a layer's tree
 attention in one launch: a block per (row, query head), its warps splitting the keys, each
 warp an online softmax, merged through shared memory. Rows are not bitwise equal to the path fed
-alone (the CPU path, target.py, is the bitwise one); `available()` checks the kernel against
+alone (the CPU's, cpu_attention.py, is the bitwise one); `available()` checks the kernel against
 mx.fast's masked attention once per process before any tree uses it.
 """
 
@@ -18,7 +19,9 @@ import mlx.core as mx
 import numpy as np
 
 from ..backend import on_cuda
+from ..layout import Layout
 
+MAX_CHUNKED_ROWS = 64  # a longer pass is a prefill: one call (a 512-token chunk would be 171)
 WARPS = 4  # warps per (row, head) block, splitting the keys
 # Above this many scores (rows x keys) mx.fast's masked call is faster than the kernel: one block
 # per (row, head) walks every committed key, and past ~1k keys at 65 rows (~2k at 33, ~4k at 17)
@@ -95,8 +98,8 @@ class TreeAttention:
     a new one every cycle, which MLX's CUDA graphs pay for with 60-290 ms stalls
     (docs/performance.md, "Speed against context length")."""
 
-    def __init__(self, visible: mx.array, committed: int):
-        self.visible, self.committed = visible, committed
+    def __init__(self, tree: Layout, committed: int, tile: int = 0):
+        self.visible, self.committed = tree.visible, committed
         self._mask = None  # [R, buffer]: every committed key, the tree's visible nodes, no more
 
     def over(self, cache):
@@ -158,3 +161,25 @@ def available(dtype=mx.float16, head_dim: int = 64) -> bool:
     except (RuntimeError, ValueError) as e:  # no NVRTC, an unsupported type: mx.fast's masked call
         warnings.warn(f"dflash's tree attention kernel cannot run here ({e}); using mx.fast's masked attention")
         return False
+
+
+def row_chunks(q, k, v, scale, rows: int):
+    """Causal attention of L query rows as ceil(L / rows) calls of `rows` rows, each given the
+    keys up to its last row (passes longer than MAX_CHUNKED_ROWS, i.e. prefill, in one call).
+
+    For MLX's CUDA backend: its fused attention kernel takes fewer than 4 query rows (a longer
+    block runs unfused matmul + softmax, 113 us a layer against 7 on an H200 for 16 float32
+    rows) and computes each row on its own over keys 0..its position, as a 1-token step does.
+    On an H200 (lab/bench/results/h200-smollm2.md) chunks of 3 rows were 4 % faster than one
+    call, prompt by prompt, with the same outputs.
+    """
+    L, S = q.shape[2], k.shape[2]
+    if L > MAX_CHUNKED_ROWS:
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal")
+    outs = []
+    for s in range(0, L, rows):
+        e = min(s + rows, L)
+        end = S - L + e  # keys visible to the chunk's last row
+        outs.append(mx.fast.scaled_dot_product_attention(
+            q[:, :, s:e], k[:, :, :end], v[:, :, :end], scale=scale, mask="causal" if e - s > 1 else None))
+    return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)

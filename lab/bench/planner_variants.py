@@ -15,7 +15,7 @@ shipped one; "*" (auto*, 15*): the drafter's block pass all in MLX on a CPU (bac
 off; its own cost table); "#" (target#, auto#): the target's SwiGLU and softmax in MLX on a CPU
 (backend field host_ops off; its own cost table; outputs are compared within each arithmetic, and "#"
 settings' ratios are to target#); "=N" (auto=256, target=256): the attention's p @ v in N-key
-chunks (target.KEY_CHUNK and TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~):
+chunks (cpu_attention.KEY_CHUNK and TILED_KEY_CHUNK; outputs may then differ at near-ties); "~" (auto~):
 the planner's tree sizes before the twenty-ninth session (2, 4, .. 64, timed at 2, 8, 16, 32, 64;
 its own cost tables). Writes $OUT (default /tmp)/planner-variants-<settings>-<prompts>-<N>x<tokens>.json
 (tok/s, tau, auto's cycles, the cost tables).
@@ -39,14 +39,14 @@ import numpy as np  # noqa: E402
 
 import dflash.config  # noqa: E402
 from dflash import engine, policy, tree  # noqa: E402
-from dflash import target as target_mod  # noqa: E402
+from dflash.backends import cpu_attention  # noqa: E402
 from dflash.config import GenerationConfig  # noqa: E402
 from dflash.events import Cycle, Summary  # noqa: E402
 from dflash.load import encode_prompt, load_pair  # noqa: E402
 
 NEW_SIZES = (policy.TREE_SIZES, policy.TIMED_SIZES)
 OLD_SIZES = ((2, 4, 6, 8, 12, 16, 24, 32, 48, 64), (2, 8, 16, 32, 64))
-KEY_CHUNKS = target_mod.KEY_CHUNK, target_mod.TILED_KEY_CHUNK
+KEY_CHUNKS = cpu_attention.KEY_CHUNK, cpu_attention.TILED_KEY_CHUNK
 FLAGS = "~*#+"  # settings' one-character switches, taken off before the name is read
 
 
@@ -101,7 +101,7 @@ def main() -> None:
         outs = {}
         for v in (variants if i % 2 else variants[::-1]):  # order alternates: drift hits all alike
             setting, _, chunk = v.partition("=")  # "=N": attention's p @ v in N-key chunks
-            target_mod.KEY_CHUNK, target_mod.TILED_KEY_CHUNK = (int(chunk),) * 2 if chunk else KEY_CHUNKS
+            cpu_attention.KEY_CHUNK, cpu_attention.TILED_KEY_CHUNK = (int(chunk),) * 2 if chunk else KEY_CHUNKS
             sizes = OLD_SIZES if "~" in setting else NEW_SIZES
             policy.TREE_SIZES, policy.TIMED_SIZES = sizes
             arithmetic = backend.overridden(host_draft="*" not in setting, host_ops="#" not in setting)

@@ -9,7 +9,7 @@ A block of L tokens after t committed ones computes scores over t+L keys (padded
 token i of it alone sees t+i+1 keys. `chain` compares each row's scores over its visible keys;
 `ctx` does the same for a tree pass's committed-key scores (the block sees the t committed
 keys only), `tree` for its per-row scores against its ancestors (the block as a chain: row i's
-ancestors are block rows 0..i, gathered per row as target._tree_attention_invariant does).
+ancestors are block rows 0..i, gathered per row as backends/cpu_attention._tree_rows_invariant does).
 Keys whose count is a multiple of KEY_TILE reach the BLAS as a transposed view, the others as
 a padded copy, so both layouts occur. Prints one JSON line per (mode, L) and a
 summary: the contexts with any differing row.
