@@ -369,28 +369,38 @@ RECHECK = 1.25  # TreePlanner: drafted cycles this much costlier than measured: 
 WARMUP = 4  # TreePlanner: drafted cycles before drafting may be judged not to pay
 
 
+STEP_SAMPLES = 3  # Fallback: a plain step's cost is the median of the last this many timed
+RETIME = 32  # Fallback: while drafting pays, one plain step re-timed every this many drafted cycles
+
+
 class Fallback:
     """The host's default verify shape, fixed (a tree of n nodes or a chain), giving way to plain
     target steps while its cycles commit fewer tokens per second than steps do.
 
     Judged only on what cycles really commit and cost, not on probed passes: on MLX's CUDA
     backend a long context's tree pass inside a captured graph costs several times the same pass
-    timed alone (lab/long/README.md). Moving means of a drafted cycle's tokens and ms and of a
-    plain step's ms (one step timed after WARMUP drafted cycles); while drafting loses by the
-    NOISE margin plain steps run, and a drafted cycle probes at doubling intervals, never
-    closer than its extra cost over a step allows (as Planner's probes), so a verify that does
-    not pay costs at most about the NOISE margin.
+    timed alone (lab/long/README.md). Moving means of a drafted cycle's tokens and ms; a plain
+    step's ms is the median of the last STEP_SAMPLES timed (two after WARMUP drafted cycles,
+    then one every RETIME drafted cycles: one stalled step, or a context that grew, must not
+    decide alone). While drafting loses by the NOISE margin plain steps run, and a drafted cycle
+    probes at doubling intervals, never closer than its extra cost over a step allows (as
+    Planner's probes), so a verify that does not pay costs at most about the NOISE margin.
     """
 
     def __init__(self, k: int, probe_every: int = 8, max_interval: int = 64, weight: float = 0.25):
         self.k = k  # tokens a drafted cycle verifies: the chain's block, or a tree's nodes + 1
-        self.tokens = self.cycle_ms = self.step_ms = None  # moving means
+        self.tokens = self.cycle_ms = None  # moving means of a drafted cycle
+        self.steps: list[float] = []  # the last STEP_SAMPLES plain steps' ms
         self.weight, self.base, self.max_interval, self.interval = weight, probe_every, max_interval, probe_every
-        self.cycles = self.drafted = self.probe_at = 0
+        self.cycles = self.drafted = self.probe_at = self.since_step = 0
 
     @property
     def max_nodes(self) -> int:
         return self.k - 1
+
+    @property
+    def step_ms(self) -> Optional[float]:
+        return float(np.median(self.steps)) if self.steps else None
 
     def at(self, context: int) -> None:
         """Nothing to read off: the real cycles' costs already follow the context."""
@@ -399,13 +409,13 @@ class Fallback:
         return tr
 
     def pays(self) -> bool:
-        if self.drafted < WARMUP or self.step_ms is None:
+        if self.drafted < WARMUP or not self.steps:
             return True
         return self.tokens / self.cycle_ms >= NOISE / self.step_ms
 
     def next_k(self, copy_logp=()) -> int:
-        if self.step_ms is None and self.drafted >= WARMUP:
-            return 1  # what a plain step costs here, timed once
+        if self.drafted >= WARMUP and (len(self.steps) < 2 or self.since_step >= RETIME):
+            return 1  # time what a plain step costs here (again)
         return self.k if self.pays() or self.cycles >= self.probe_at else 1
 
     def observe(self, k: int, acc: int, ms: Optional[float] = None) -> None:
@@ -413,9 +423,11 @@ class Fallback:
         if ms is None:
             return
         if k == 1:
-            self.step_ms = self._mean(self.step_ms, ms)
+            self.steps = [*self.steps, ms][-STEP_SAMPLES:]
+            self.since_step = 0
             return
         self.drafted += 1
+        self.since_step += 1
         if self.cycle_ms is not None:  # an outlier (a first-use compile) moves the mean by <= 3x its weight
             ms = min(ms, 3 * self.cycle_ms)
         self.tokens, self.cycle_ms = self._mean(self.tokens, 1 + acc), self._mean(self.cycle_ms, ms)
