@@ -35,9 +35,9 @@ def default_tree_nodes(on_cuda: bool | None = None) -> int | str:
     H200 a pass of 64 nodes costs what one of 5 does, and the fixed 64 beat the per-cycle
     planner in every interleaved comparison (its plain-step stretches cost more than they
     saved, and its noisy cost probe sometimes chose 16 nodes: docs/tree.md). Apple GPUs were
-    not measured: they keep the planner, which times their passes. Either default falls back to
-    plain target steps where drafting does not pay (engine._plan: the fixed tree by
-    policy.Fallback)."""
+    not measured: they keep the planner, which times their passes. Either default gives way
+    where a cheaper shape commits more (engine._plan: the fixed tree to its spine's chain or to
+    plain target steps, by policy.Fallback)."""
     if on_cuda is None:
         from .backend import on_cuda as here
 

@@ -373,26 +373,49 @@ STEP_SAMPLES = 3  # Fallback: a plain step's cost is the median of the last this
 RETIME = 32  # Fallback: while drafting pays, one plain step re-timed every this many drafted cycles
 
 
+class _Shape:
+    """A verify shape's real cycles: moving means of tokens committed and ms per cycle, and when
+    it is next probed while another shape runs."""
+
+    def __init__(self, k: int, interval: int):
+        self.k, self.tokens, self.ms, self.cycles, self.interval, self.probe_at = k, None, None, 0, interval, 0
+
+    def rate(self) -> float:
+        return self.tokens / self.ms if self.cycles else 0.0
+
+    def add(self, tokens: int, ms: float, weight: float) -> None:
+        if self.ms is not None:  # an outlier (a first-use compile) moves the mean by <= 3x its weight
+            ms = min(ms, 3 * self.ms)
+        mean = lambda m, x: x if m is None else (1 - weight) * m + weight * x  # noqa: E731
+        self.tokens, self.ms, self.cycles = mean(self.tokens, tokens), mean(self.ms, ms), self.cycles + 1
+
+
 class Fallback:
-    """The host's default verify shape, fixed (a tree of n nodes or a chain), giving way to plain
-    target steps while its cycles commit fewer tokens per second than steps do.
+    """The host's default verify shape, fixed (a tree of n nodes or a chain), against the cheaper
+    shapes below it: for a tree, the chain along its spine (`chain`: its verify length); for
+    either, plain target steps. Each cycle runs the shape whose cycles commit the most tokens
+    per second, drafting only while that beats plain steps by the NOISE margin.
 
     Judged only on what cycles really commit and cost, not on probed passes: on MLX's CUDA
     backend a long context's tree pass inside a captured graph costs several times the same pass
-    timed alone (lab/long/README.md). Moving means of a drafted cycle's tokens and ms; a plain
-    step's ms is the median of the last STEP_SAMPLES timed (two after WARMUP drafted cycles,
-    then one every RETIME drafted cycles: one stalled step, or a context that grew, must not
-    decide alone). While drafting loses by the NOISE margin plain steps run, and a drafted cycle
-    probes at doubling intervals, never closer than its extra cost over a step allows (as
-    Planner's probes), so a verify that does not pay costs at most about the NOISE margin.
+    timed alone (lab/long/README.md). A plain step's ms is the median of the last STEP_SAMPLES
+    timed (two after WARMUP drafted cycles, then one every RETIME drafted cycles: one stalled
+    step, or a context that grew, must not decide alone). A shape that is not the best is
+    probed at doubling intervals, never closer than its extra cost over a step allows (as
+    Planner's probes), so a shape that does not pay costs at most about the NOISE margin.
     """
 
-    def __init__(self, k: int, probe_every: int = 8, max_interval: int = 64, weight: float = 0.25):
-        self.k = k  # tokens a drafted cycle verifies: the chain's block, or a tree's nodes + 1
-        self.tokens = self.cycle_ms = None  # moving means of a drafted cycle
+    def __init__(self, k: int, chain: int = 0, probe_every: int = 8, max_interval: int = 64,
+                 weight: float = 0.25):
+        self.shapes = [_Shape(k, probe_every)] + ([_Shape(chain, probe_every)] if chain else [])
         self.steps: list[float] = []  # the last STEP_SAMPLES plain steps' ms
-        self.weight, self.base, self.max_interval, self.interval = weight, probe_every, max_interval, probe_every
-        self.cycles = self.drafted = self.probe_at = self.since_step = 0
+        self.weight, self.base, self.max_interval = weight, probe_every, max_interval
+        self.cycles = self.since_step = 0
+        self._shape = self.shapes[0]  # the drafted shape of the cycle under way
+
+    @property
+    def k(self) -> int:
+        return self.shapes[0].k
 
     @property
     def max_nodes(self) -> int:
@@ -406,17 +429,32 @@ class Fallback:
         """Nothing to read off: the real cycles' costs already follow the context."""
 
     def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
-        return tr
+        """The drafted tree, or its spine where the chain's turn has come."""
+        return tr if self._shape is self.shapes[0] else tr.path(tr.spine()[: self._shape.k])
+
+    def _best(self) -> Optional[_Shape]:
+        """The drafted shape that commits the most tokens per second, None where steps win."""
+        best = max(self.shapes, key=_Shape.rate)
+        return best if not self.steps or best.rate() >= NOISE / self.step_ms else None
 
     def pays(self) -> bool:
-        if self.drafted < WARMUP or not self.steps:
-            return True
-        return self.tokens / self.cycle_ms >= NOISE / self.step_ms
+        return self._best() is not None
 
     def next_k(self, copy_logp=()) -> int:
-        if self.drafted >= WARMUP and (len(self.steps) < 2 or self.since_step >= RETIME):
+        full = self.shapes[0]
+        if full.cycles < WARMUP:
+            self._shape = full
+        elif len(self.steps) < 2 or self.since_step >= RETIME:
             return 1  # time what a plain step costs here (again)
-        return self.k if self.pays() or self.cycles >= self.probe_at else 1
+        elif (new := next((s for s in self.shapes if s.cycles < 2), None)) is not None:
+            self._shape = new  # the chain's first cycles
+        else:
+            best = self._best()
+            due = [s for s in self.shapes if s is not best and self.cycles >= s.probe_at]
+            if best is None and not due:
+                return 1
+            self._shape = due[0] if due else best
+        return self._shape.k
 
     def observe(self, k: int, acc: int, ms: Optional[float] = None) -> None:
         self.cycles += 1
@@ -426,20 +464,15 @@ class Fallback:
             self.steps = [*self.steps, ms][-STEP_SAMPLES:]
             self.since_step = 0
             return
-        self.drafted += 1
         self.since_step += 1
-        if self.cycle_ms is not None:  # an outlier (a first-use compile) moves the mean by <= 3x its weight
-            ms = min(ms, 3 * self.cycle_ms)
-        self.tokens, self.cycle_ms = self._mean(self.tokens, 1 + acc), self._mean(self.cycle_ms, ms)
-        if self.pays():
-            self.interval = self.base
-        else:
-            min_gap = math.ceil((self.cycle_ms / self.step_ms - 1) / (NOISE - 1))
-            self.interval = max(min(2 * self.interval, self.max_interval), min_gap)
-            self.probe_at = self.cycles + self.interval
-
-    def _mean(self, mean: Optional[float], x: float) -> float:
-        return x if mean is None else (1 - self.weight) * mean + self.weight * x
+        shape = self._shape
+        shape.add(1 + acc, ms, self.weight)
+        if shape is self._best() or not self.steps:
+            shape.interval = self.base
+        else:  # it lost: its next probe waits twice as long, and never costs more than NOISE
+            min_gap = math.ceil((shape.ms / self.step_ms - 1) / (NOISE - 1))
+            shape.interval = max(min(2 * shape.interval, self.max_interval), min_gap)
+            shape.probe_at = self.cycles + shape.interval
 
 
 class TreePlanner(_Costed):

@@ -142,6 +142,39 @@ def test_fallback_is_not_fooled_by_one_stalled_step_or_a_grown_context():
     assert ks[-100:].count(1) > 80, ks
 
 
+def test_fallback_runs_the_tree_its_spine_or_plain_steps_by_what_commits_most():
+    """With a tree default, Fallback also weighs the chain along the tree's spine: a tree pass
+    that stalls (48 ms for 4 tokens) gives way to the chain (14 ms for 2.5) where that beats
+    steps (8 ms), to steps where neither does, and stays where it pays (16 ms for 5)."""
+    from dflash.policy import Fallback
+
+    def run(tree, chain, step=8.0, n=300):
+        fb, ks = Fallback(65, chain=16), []
+        for _ in range(n):
+            k = fb.next_k()
+            ms, tokens = {65: tree, 16: chain}.get(k, (step, 1))
+            fb.observe(k, tokens - 1, ms)
+            ks.append(k)
+        return ks[-150:]
+
+    assert run((48.0, 4), (14.0, 2.5)).count(16) > 120  # the chain
+    assert run((16.0, 5), (14.0, 2.5)).count(65) > 135  # the tree
+    assert run((48.0, 4), (20.0, 2)).count(1) > 120  # plain steps
+
+
+def test_a_chain_shaped_cycle_is_the_tree_s_spine():
+    from dflash.policy import Fallback
+    from dflash.tree import Tree
+
+    tr = Tree((9, 1, 2, 3, 4), (-1, 0, 1, 0, 2), (0, 1, 2, 1, 3), (0.0, -0.1, -0.3, -1.0, -0.5))
+    fb = Fallback(65, chain=3)
+    fb._shape = fb.shapes[1]
+    chain = fb.choose(tr)
+    assert chain.tokens == (9, 1, 2) and chain.is_chain
+    fb._shape = fb.shapes[0]
+    assert fb.choose(tr) is tr
+
+
 def _fallback_run(fb, n, cycle_ms, tokens, step_ms=lambda: 8.0):
     ks = []
     for _ in range(n):
