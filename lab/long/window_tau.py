@@ -62,21 +62,27 @@ def walk(pair, full, start, dcache):
     return cycles, lengths
 
 
+def answered(pair, row: dict, tokens: int):
+    """(prompt ids, prompt + the target's greedy answer, the tapped features of all of it)."""
+    ids = encode_prompt(pair.tokenizer, row.get("messages") or row["prompt"])
+    s = list(stream(pair, ids, GenerationConfig(mode="target", max_tokens=int(tokens))))[-1]
+    full = ids + list(s.token_ids)
+    feats = []
+    pair.target.prefill(full, pair.target.make_cache(), on_chunk=feats.append)
+    return ids, full, mx.concatenate(feats, axis=1)
+
+
 def main(src, dst, tokens=96, settings="full,512,1024"):
     pair = load_pair()
-    target, drafter = pair.target, pair.drafter
+    drafter = pair.drafter
     rows = [json.loads(l) for l in open(src) if l.strip()]
     out = []
     for row in rows:
-        ids = encode_prompt(pair.tokenizer, row.get("messages") or row["prompt"])
         t0 = time.time()
-        s = list(stream(pair, ids, GenerationConfig(mode="target", max_tokens=int(tokens))))[-1]
-        full = ids + list(s.token_ids)
-        feats = []
-        target.prefill(full, target.make_cache(), on_chunk=feats.append)
+        ids, full, feats = answered(pair, row, tokens)
         dcache = drafter.make_cache()
-        drafter.extend_context(mx.concatenate(feats, axis=1), dcache)
-        res = {"id": row.get("id"), "category": row.get("category"), "context": len(ids), "tokens": len(s.token_ids)}
+        drafter.extend_context(feats, dcache)
+        res = {"id": row.get("id"), "category": row.get("category"), "context": len(ids), "tokens": len(full) - len(ids)}
         for setting in settings.split(","):
             window, _, sinks = setting.partition("+")
             drafter_mod.Attention.visible = with_sinks(int(sinks or 0))

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 54's long-context slice on one GPU (forty-first session), after the stash calls of
+# lab/long/gpu.sh (MLX's CUDA build, the GGUF and the drafter as chunks):
+#   gen [SECONDS]    the target's answers: lab/long/train-long (398 prompts of 0.8-4k tokens), NAT
+#                    (1500) natural prompts, and lab/long/dev.jsonl for validation only
+#   train SECONDS    from the shipped drafter (base and Markov head together) on those answers,
+#                    sequences up to 4,352 tokens; the drafter comes back split in $OUT
+set -uo pipefail
+phase=${1:?phase}
+bash lab/bench/h200.sh setup > /dev/null || exit 1
+. /tmp/dflash-env.sh
+R=/tmp/long
+COMMON="--target builtin:smollm2-135m-instruct --out $R --target-dtype float32 --max-new-tokens 256
+  --prompts lab/long/train-long.jsonl.xz lab/prompts/train-natural.jsonl.xz --max-prompts ${NAT:-1500}
+  --gen-batch 64 --val-prompts lab/long/dev.jsonl"
+case $phase in
+gen)
+  python3 -m dflash train $COMMON --generate-only --gen-time-limit ${2:-300} ;;
+train)
+  python3 -m dflash train $COMMON --init assets/smollm2-135m-instruct-dflash --markov-rank 128 \
+    --markov-joint --dropout 0.1 --dtype bfloat16 --seq-len 4352 --batch-seqs 8 --anchors 64 \
+    --lr 2e-4 --warmup 0.02 --steps 0 --train-seconds 0 --time-limit ${2:?seconds} \
+    --save-every 200 --save-dtype float16
+  ls -la $R
+  split -b 15000000 -d $R/model.safetensors $OUT/model.part.
+  cp $R/config.json $R/train_log.jsonl $OUT/ ;;
+esac
