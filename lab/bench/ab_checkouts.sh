@@ -12,6 +12,6 @@ for r in $(seq 1 "$rounds"); do
   for side in $order; do
     dir=$A; [ $side = B ] && dir=$B
     (cd "$dir" && $py -m dflash bench "$@" --out "$out/$side-$r.json" 2>&1 |
-      grep '^all' | sed "s/^/$side round $r: /")
+      grep -E '^all|rror' | sed "s/^/$side round $r: /")
   done
 done
