@@ -14,6 +14,9 @@
 #          (lab/long/cudnn_gpu.py; fortieth session)
 # why:     which long-prompt cycles are slow, and under which MLX settings (lab/long/why_cycles.py)
 # buffer:  the tree's verify ms, masked call over the cache's buffer / the fetched keys / graphs off
+# shapes:  the long suite with the default (Fallback: tree, its spine, steps), --tree 64 and
+#          --tree 0 (LONG), then the short suite with the default and --tree 64 (SHORT), each a
+#          fresh process; ~2.5 min a long run: split over calls, e.g. LONG="default 64" SHORT=""
 # Records: lab/bench/results/s39/.
 set -uo pipefail
 phase=${1:?phase}
@@ -49,6 +52,17 @@ why)
     echo "== $e"; env $e timeout 60 python3 $W 2k-document 2 2>&1 | grep cycles:
   done
   for e in WHY_NONE=1 WHY_BUCKET=256; do echo "== $e"; env $e timeout 60 python3 $W 4k-chat 2 2>&1 | grep cycles:; done ;;
+shapes)  # forty-first session's plan for the next lease
+  for t in ${LONG-default 64 0}; do
+    a=(); [ $t != default ] && a=(--tree $t)
+    timeout 240 python3 -m dflash bench --suite long --max-tokens 128 --repeat 1 "${a[@]}" --out $OUT/long-$t.json 2>&1 |
+      grep -E '^(0.5k|1k|2k|4k|7k|all) +\(median'
+  done
+  for t in ${SHORT-default 64}; do
+    a=(); [ $t != default ] && a=(--tree $t)
+    timeout 150 python3 -m dflash bench --max-tokens 128 --repeat 1 --baseline mlx-lm "${a[@]}" --out $OUT/short-$t.json 2>&1 |
+      grep -E '^all'
+  done ;;
 buffer)  # forty-first session: TreeAttention over the cache's buffer (default) against the fetched keys
   W=lab/long/why_cycles.py
   for r in 2k-document 4k-chat 7k-document; do for e in WHY_NONE=1 WHY_SLICES=1 MLX_USE_CUDA_GRAPHS=0; do
