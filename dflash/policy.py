@@ -125,11 +125,9 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
     what `Planner` weighs. With tree_nodes: verify_ms[n] is a tree pass of n drafted nodes
     (n in TREE_SIZES up to tree_nodes; timed at TIMED_SIZES, linear between), chain_ms[n] a
     chain pass of n drafts (timed at 2, 8 and the block's), and draft_ms one draft plus its
-    tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs (_fastest_ms), in
-    each of NEAR_ROUNDS probes of the whole table (a slow stretch of the host rarely covers one
-    shape in both).
-    Measured once per pair, at `probe_context` unless given. `same` maps each value to the one every rank uses (a
-    sharded target: rank 0's, so that all ranks take the same decisions and run the same passes).
+    tree build, what `TreePlanner` weighs. Each is the fastest of `reps` runs (_fastest_ms) in
+    NEAR_ROUNDS whole probes, at `probe_context` unless given. `same` maps each value to the one
+    every rank uses (a sharded target: rank 0's, so that all ranks choose and run alike).
 
     A pass's attention grows with the context, and a tree's or a block's faster than a step's,
     so a few of the same passes are timed again `far` tokens further on (the caches grown with
@@ -138,8 +136,7 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
 
     target, drafter = pair.target, pair.drafter
     context = context or probe_context(target.key_chunk)
-    # any ids do, but in the vocabulary: the embedding gather is unchecked
-    ids = mx.array([[(7 * i + 10) % target.vocab_size for i in range(context)]])
+    ids = mx.array([[(7 * i + 10) % target.vocab_size for i in range(context)]])  # in the vocabulary: the gather is unchecked
     cache, dcache = target.make_cache(), drafter.make_cache()
     _, feats, _ = target.forward(ids, cache)
     drafter.extend_context(feats, dcache)
@@ -158,8 +155,7 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
             return out
         return run
 
-    def chain_draft(k):
-        return lambda: drafter.propose(target, 5, k, dcache)
+    chain_draft = lambda k: lambda: drafter.propose(target, 5, k, dcache)  # noqa: E731
 
     def near():  # (costs, the passes timed again further on)
         if tree_nodes:
@@ -187,23 +183,25 @@ def measure_costs(pair, block_size: int, context: Optional[int] = None, reps: in
             ks = [k for k in CANDIDATE_KS if k < block_size] + [block_size]
             verify_ms = _monotone({k: timed(verify(k)) for k in [1] + ks})
             step_ms = verify_ms.pop(1)
-            costs = {"step_ms": step_ms, "verify_ms": verify_ms,
-                     "draft_ms": _monotone({k: timed(chain_draft(k)) for k in ks})}
+            costs = {"step_ms": step_ms, "verify_ms": verify_ms, "draft_ms": _monotone({k: timed(chain_draft(k)) for k in ks})}
             far_shapes = {"verify_ms": {k: verify(k) for k in {min(4, block_size), block_size}},
                           "draft_ms": {block_size: chain_draft(block_size)}}
         return costs, far_shapes
 
-    tables = [near() for _ in range(NEAR_ROUNDS)]
-    far_shapes = tables[0][1]
+    # a slow stretch of the host rarely covers a shape in every round; the fewest sizes first
+    tables = sorted((near() for _ in range(NEAR_ROUNDS)), key=lambda t: len(t[0]["verify_ms"]))
     costs = _fastest_of([t[0] for t in tables])
     far = min(far or 0, (target.max_context or 1 << 30) - context - (tree_nodes or block_size) - 1)
     if far >= MIN_FAR:
         _stand_in_context(cache, far)
         _stand_in_context(dcache, far)
-        costs["far"] = {"context": context + far, "step_ms": timed(verify(1), FAR_REPS),
-                        **{key: timed(fn, FAR_REPS) if callable(fn) else
-                           {n: timed(f, FAR_REPS) for n, f in fn.items()} for key, fn in far_shapes.items()}}
+        costs["far"] = {"context": context + far, **_timed_all(timed, {"step_ms": verify(1), **tables[0][1]})}
     return dict(costs, context=context)
+
+
+def _timed_all(timed, shapes: dict) -> dict:
+    """FAR_REPS timed runs of every pass in `shapes` (nested dicts alike)."""
+    return {k: _timed_all(timed, f) if isinstance(f, dict) else timed(f, FAR_REPS) for k, f in shapes.items()}
 
 
 def _fastest_of(tables: list[dict]) -> dict:

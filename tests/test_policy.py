@@ -468,3 +468,13 @@ def test_far_costs_are_measured_on_the_pair():
     assert far["step_ms"] > 0 and far["draft_ms"] > 0
     assert measure_costs(pair, 8, context=16, reps=1, far=300)["far"]["context"] == 316  # the chain planner's
     assert "far" not in measure_costs(pair, 8, context=400, reps=1, far=300)  # no room in a 512 context
+
+
+def test_cost_rounds_merge_shape_by_shape():
+    """measure_costs keeps each shape's fastest over its NEAR_ROUNDS probes, and only the tree
+    sizes every round timed (a round may stop early where larger trees cannot pay)."""
+    from dflash.policy import _fastest_of
+
+    a = {"step_ms": 5.0, "verify_ms": {3: 7.0, 15: 9.0, 31: 14.0}, "draft_ms": 2.0}
+    b = {"step_ms": 4.0, "verify_ms": {3: 8.0, 15: 8.5}, "draft_ms": 2.5}
+    assert _fastest_of([a, b]) == {"step_ms": 4.0, "verify_ms": {3: 7.0, 15: 8.5}, "draft_ms": 2.0}
