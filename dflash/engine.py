@@ -151,7 +151,7 @@ def _plan(pair, cfg, n_prompt):
         planner = Planner(_costs(pair, B), B)
     elif dflash and cfg.tree is None and cfg.block_size is None:  # the host's fixed default shape:
         # a tree's spine as a chain, or plain steps, where they commit more per second
-        planner = Fallback(B, 0) if nodes is None else Fallback(nodes + 1, chain=B)
+        planner = Fallback(B) if nodes is None else Fallback(nodes + 1, chain=B)
     if planner and pair.agree is not None:  # a sharded target: its choices checked on every rank
         planner = pair.agree.planner(planner)
     return B, nodes, note, planner

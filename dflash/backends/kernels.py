@@ -106,12 +106,10 @@ class TreeAttention:
         return partial(self, cache)
 
     def __call__(self, cache, q, k, v, scale):
-        R = q.shape[2]
-        if R * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1]):
-            return tree_attention(q, k, v, scale, self.visible)
         buf_k, buf_v = getattr(cache, "keys", None), getattr(cache, "values", None)
-        if not isinstance(buf_k, mx.array) or buf_k.shape[2] < k.shape[2]:  # not mlx-lm's KVCache
-            return masked_attention(q, k, v, scale, self.visible)
+        if (_kernel_pays(q, k) or not isinstance(buf_k, mx.array)  # not mlx-lm's KVCache
+                or buf_k.shape[2] < k.shape[2]):
+            return tree_attention_gpu(q, k, v, scale, self.visible)
         return mx.fast.scaled_dot_product_attention(q, buf_k, buf_v, scale=scale, mask=self._mask_for(buf_k.shape[2]))
 
     def _mask_for(self, size: int) -> mx.array:
@@ -127,9 +125,11 @@ class TreeAttention:
 def tree_attention_gpu(q, k, v, scale, visible):
     """Tree attention over the fetched keys (no cache): the kernel where it pays, else mx.fast's
     masked call."""
-    if q.shape[2] * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1]):
-        return tree_attention(q, k, v, scale, visible)
-    return masked_attention(q, k, v, scale, visible)
+    return tree_attention(q, k, v, scale, visible) if _kernel_pays(q, k) else masked_attention(q, k, v, scale, visible)
+
+
+def _kernel_pays(q, k) -> bool:
+    return q.shape[2] * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1])
 
 
 def masked_attention(q, k, v, scale, visible):
