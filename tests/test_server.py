@@ -384,6 +384,9 @@ def slow_loader(started: threading.Event):
 def slow():
     started = threading.Event()
     server, thread, base = _serve(create_app(Worker(loader=slow_loader(started)), model="tiny-llama"))
+    # load the pair first: its load runs the planner's probe through the slow forward, which
+    # would set `started` before a test's own generation began
+    assert post(base, "/v1/completions", prompt="x", max_tokens=1, mode="target").status_code == 200
     yield base, started
     server.should_exit = True
     thread.join(10)
