@@ -84,3 +84,23 @@ def test_tree_attention_past_the_kernel_reads_the_whole_cache_buffer(monkeypatch
     want = kernels.masked_attention(q, k, v, D ** -0.5, vis)
     tol = 1e-5 if mx.default_device() == mx.cpu else 2e-3  # CUDA's float32 matmuls may run TF32
     assert got.shape == want.shape and mx.allclose(got, want, atol=tol, rtol=tol).item()
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [mx.float16, mx.float32])
+@pytest.mark.parametrize("R,C,N,Hq,Hkv,D", [(1, 5, 256, 9, 3, 64), (17, 63, 256, 9, 3, 64), (65, 700, 1024, 9, 3, 64),
+                                           (33, 4000, 4352, 9, 3, 64), (65, 190, 512, 32, 8, 128)])
+def test_split_kernel_over_a_buffer_equals_masked_attention(dtype, R, C, N, Hq, Hkv, D):
+    """Keys C.. C+R-1 are the tree's, those past them a rolled-back draft's (large, masked out);
+    C and C+R cross the splits' boundaries (64 keys for D 64, 32 for D 128)."""
+    rng = np.random.default_rng(R + C)
+    parents = [-1] + [int(rng.integers(0, i)) for i in range(1, R)]
+    q = mx.random.normal((1, Hq, R, D)).astype(dtype)
+    k, v = (mx.concatenate([mx.random.normal((1, Hkv, C + R, D)), 50 * mx.random.normal((1, Hkv, N - C - R, D))],
+                           axis=2).astype(dtype) for _ in range(2))
+    vis = _visible(parents)
+    got = kernels.tree_attention_split(q, k, v, D ** -0.5, vis, mx.array([C], dtype=mx.int32))
+    want = kernels.masked_attention(q, k[:, :, : C + R], v[:, :, : C + R], D ** -0.5, vis)
+    tol = 2e-3 if dtype == mx.float32 else 2e-2
+    assert mx.allclose(got.astype(mx.float32), want.astype(mx.float32), atol=tol, rtol=tol).item()
+    assert kernels.split_available(dtype, D)

@@ -14,6 +14,7 @@
 #          (lab/long/cudnn_gpu.py; fortieth session)
 # why:     which long-prompt cycles are slow, and under which MLX settings (lab/long/why_cycles.py)
 # buffer:  the tree's verify ms, masked call over the cache's buffer / the fetched keys / graphs off
+# split:   the tree's verify ms, split kernel (default) against the masked call over the buffer
 # shapes:  the long suite with the default (Fallback: tree, its spine, steps), --tree 64 and
 #          --tree 0 (LONG), then the short suite with the default and --tree 64 (SHORT), each a
 #          fresh process; ~2.5 min a long run: split over calls, e.g. LONG="default 64" SHORT=""
@@ -66,6 +67,11 @@ shapes)  # forty-first session's plan for the next lease
 buffer)  # forty-first session: TreeAttention over the cache's buffer (default) against the fetched keys
   W=lab/long/why_cycles.py
   for r in 2k-document 4k-chat 7k-document; do for e in WHY_NONE=1 WHY_SLICES=1 MLX_USE_CUDA_GRAPHS=0; do
+    echo "== $r $e"; env $e timeout 90 python3 $W $r 2 2>&1 | grep cycles:
+  done; done ;;
+split)  # forty-second session: the split kernel against the masked call, both over the buffer
+  W=lab/long/why_cycles.py
+  for r in ${ROWS:-2k-document 4k-chat 7k-document}; do for e in WHY_NONE=1 WHY_NOSPLIT=1; do
     echo "== $r $e"; env $e timeout 90 python3 $W $r 2 2>&1 | grep cycles:
   done; done ;;
 heldout)

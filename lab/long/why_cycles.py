@@ -7,7 +7,8 @@ Knobs (environment): WHY_CACHE_LIMIT (bytes: mx.set_cache_limit), WHY_KERNEL_MAX
 kernel's score limit, kernels.KERNEL_MAX_SCORES), WHY_BUCKET (the masked call's keys padded to a
 multiple of this, padding masked out: its temporaries keep one size for a while), WHY_SLICES (the
 masked call over the fetched keys, a new shape every cycle, as before the forty-first session's
-TreeAttention over the cache's buffer), and MLX's own (MLX_USE_CUDA_GRAPHS=0 ...).
+TreeAttention over the cache's buffer), WHY_NOSPLIT (mx.fast's masked call over the buffer
+instead of the split kernel, as in the forty-first session), and MLX's own (MLX_USE_CUDA_GRAPHS=0 ...).
 """
 
 import json
@@ -58,6 +59,8 @@ def main(row_id, runs=2, show_table=""):
         kernels.KERNEL_MAX_SCORES = int(os.environ["WHY_KERNEL_MAX"])
     if "WHY_BUCKET" in os.environ:
         kernels.masked_attention = padded(int(os.environ["WHY_BUCKET"]))
+    if "WHY_NOSPLIT" in os.environ:
+        kernels.split_available = lambda *a: False
     if "WHY_BUCKET" in os.environ or "WHY_SLICES" in os.environ:  # the masked call on the fetched keys
         kernels.TreeAttention.over = lambda self, cache: lambda q, k, v, scale: kernels.tree_attention_gpu(
             q, k, v, scale, self.visible)
