@@ -614,3 +614,27 @@ def test_train_with_revealed_prefixes(setup, tmp_path):
     with pytest.raises(SystemExit) as e:
         T.main(["--out", str(tmp_path / "bad"), "--reveal", "1.5"])
     assert e.value.code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_a_batch_is_padded_to_its_own_length(setup, tmp_path, monkeypatch):
+    """A batch pads to its longest sequence (rounded up to LENGTH_BUCKET), not to the data set's
+    longest, and its loss is the one the data set's length gives: the padding is never seen."""
+    from dflash.train import loop
+
+    _, model, tok, ds = setup
+    run = _Run(Target(model, "llama", [0, 2]), tok, ds, cfg_for(tmp_path), False, lambda s: None, None, None)
+    lens = np.diff(ds.offsets)
+    short = np.argsort(lens)[:4]
+    assert lens[short].max() + 8 <= run.L  # room for a shorter pad
+    monkeypatch.setattr(loop, "LENGTH_BUCKET", 8)
+    own = run.length(short)
+    assert own == -(-int(lens[short].max()) // 8) * 8 < run.L
+    batches = {}
+    for bucket in (8, 10**6):  # its own length, then the data set's (capped at L)
+        monkeypatch.setattr(loop, "LENGTH_BUCKET", bucket)
+        batches[bucket] = run.batch(short, np.random.default_rng(0))
+    assert batches[8][0].shape[1] == own and batches[10**6][0].shape[1] == run.L
+    for a, b in zip(batches[8][1:], batches[10**6][1:]):  # the same blocks, anchors and labels
+        assert np.array_equal(np.array(a), np.array(b))
+    losses = [run.eval_fn(*batches[k])[0].item() for k in (8, 10**6)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)

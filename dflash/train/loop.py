@@ -29,6 +29,9 @@ from .progress import SilentBar, progress_bar
 
 CKPT_DIR = "checkpoint"
 LOG_FILE = "train_log.jsonl"
+# a batch is padded to its longest sequence rounded up to this, not to the data set's longest:
+# short answers in a long-context mix then cost their own length (a few compiled shapes)
+LENGTH_BUCKET = 512
 
 
 def save_checkpoint(out: Path, drafter: Drafter, opt, step: int, total: int, extra: dict) -> None:
@@ -264,9 +267,18 @@ class _Run:
     def batch(self, seqs, rng, reveal: float = 0.0) -> list:
         """Features, then the BLOCK_KEYS arrays, of random blocks in `seqs` (`reveal`:
         blocks.reveal_prefix; validation keeps the engine's all-MASK blocks)."""
-        b = sample_blocks(self.ds, seqs, rng, self.L, self.drafter.block_size, self.cfg.anchors,
+        b = sample_blocks(self.ds, seqs, rng, self.length(seqs), self.drafter.block_size, self.cfg.anchors,
                           self.drafter.args.mask_token_id, self.pad_id, reveal)
         return [self.features(seqs, b["ids"])] + [mx.array(b[k]) for k in BLOCK_KEYS]
+
+    def length(self, seqs) -> int:
+        """The padded length of a batch of `seqs`: its longest rounded up to LENGTH_BUCKET, at most
+        L (cached features are kept at L)."""
+        if self.features.parts is not None:
+            return self.L
+        seqs = np.asarray(seqs)
+        longest = int((self.ds.offsets[seqs + 1] - self.ds.offsets[seqs]).max())
+        return min(self.L, -(-longest // LENGTH_BUCKET) * LENGTH_BUCKET)
 
     def validate(self) -> dict:
         """Loss, per-slot accuracy and tau~ on the validation batches (fixed anchors), and
