@@ -638,3 +638,39 @@ def test_a_batch_is_padded_to_its_own_length(setup, tmp_path, monkeypatch):
         assert np.array_equal(np.array(a), np.array(b))
     losses = [run.eval_fn(*batches[k])[0].item() for k in (8, 10**6)]
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+def test_grouped_batches_have_similar_lengths_and_cover_each_epoch():
+    """--group-lengths: with one long answer in ten, random batches of 8 mostly hold a long one
+    (each then pads to it); grouped, a step mixes long and short only where a sorted window
+    turns, and an epoch still takes each sequence once, on disjoint ranks."""
+    rng = np.random.default_rng(1)
+    ids = np.arange(400)
+    lengths = np.where(rng.random(400) < 0.1, 4000, 300)
+    steps = len(ids) // 16  # S 8 x W 2
+
+    def mixed(batches):
+        return sum(len(set(lengths[b].tolist())) > 1 for b in batches)
+
+    plain = [T.rank_batch(ids, s, 8, 0, W=2, rank=r) for s in range(steps) for r in range(2)]
+    grouped = [T.rank_batch(ids, s, 8, 0, W=2, rank=r, lengths=lengths) for s in range(steps) for r in range(2)]
+    from dflash.train.parallel import GROUP
+
+    windows = -(-steps // GROUP)
+    assert mixed(grouped) <= windows < mixed(plain)
+    flat = np.concatenate(grouped)
+    assert len(flat) == len(set(flat.tolist())) == steps * 16
+    assert [b.tolist() for b in grouped] != [b.tolist() for b in plain]
+    nxt = T.rank_batch(ids, steps, 8, 0, W=2, rank=0, lengths=lengths)  # a new epoch, a new order
+    assert nxt.tolist() != grouped[0].tolist()
+
+
+def test_train_with_grouped_lengths(setup, tmp_path):
+    _, model, tok, ds = setup
+    out = tmp_path / "grouped"
+    T.train(Target(model, "llama", [0, 2]), tok, ds, cfg_for(out, steps=8, group_lengths=True), progress=lambda s: None)
+    state = json.loads((out / T.CKPT_DIR / "state.json").read_text())
+    assert state["step"] == 8 and state["config"]["group_lengths"] is True
+    from dflash.train.cli import build_parser
+
+    assert "--group-lengths" in build_parser().format_help()

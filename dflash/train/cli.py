@@ -145,6 +145,9 @@ def _training_args(t, c: TrainConfig) -> None:
                    help="forward/backward dtype (master weights and optimizer stay float32)")
     t.add_argument("--cache-features", action="store_true",
                    help="compute the target's features once for all data and keep them on the device")
+    t.add_argument("--group-lengths", action="store_true",
+                   help="draw each step's sequences from similar lengths (each still once an epoch): "
+                        "a mix of short and long answers pads less")
     t.add_argument("--no-compile", dest="compile", action="store_false")
     t.add_argument("--distributed", default="", metavar="BACKEND",
                    help="data-parallel over an mx.distributed group (nccl on CUDA GPUs, ring, mpi): "

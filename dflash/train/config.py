@@ -50,5 +50,6 @@ class TrainConfig:
     save_dtype: str = "float16"
     dtype: str = "float32"  # forward/backward dtype; the master weights stay float32
     cache_features: bool = False
+    group_lengths: bool = False  # a step's sequences of similar lengths (parallel.rank_batch)
     compile: bool = True
     distributed: str = ""  # an mx.distributed backend (nccl, ring, mpi): data-parallel over its group

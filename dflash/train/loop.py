@@ -327,7 +327,8 @@ class _Run:
     def train_step(self):
         """One optimizer step on this process's batch; (loss, aux sums, grad norm, seconds)."""
         cfg, W = self.cfg, self.W
-        seqs = rank_batch(self.train_ids, self.step, self.S, cfg.seed, W, self.rank)
+        seqs = rank_batch(self.train_ids, self.step, self.S, cfg.seed, W, self.rank,
+                          np.diff(self.ds.offsets) if cfg.group_lengths else None)
         t0 = time.perf_counter()
         self.opt.learning_rate = lr_at(cfg, self.step, self.total)
         rng = np.random.default_rng([cfg.seed, 1, self.step] + ([self.rank] if W > 1 else []))

@@ -3,6 +3,8 @@ process takes, and the few decisions every process must share."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
@@ -10,14 +12,28 @@ from mlx.utils import tree_flatten
 from ..drafter import Drafter
 
 
+GROUP = 16  # --group-lengths: steps whose sequences are sorted by length together
+
+
 def rank_batch(train_ids: np.ndarray, step: int, S: int, seed: int, W: int = 1,
-               rank: int = 0) -> np.ndarray:
+               rank: int = 0, lengths: Optional[np.ndarray] = None) -> np.ndarray:
     """The S training sequences of process `rank` (of W) at `step`: each epoch is one seeded
-    permutation cut into consecutive batches, W per step, so the processes never share one."""
+    permutation cut into consecutive batches, W per step, so the processes never share one.
+
+    lengths (by sequence id; --group-lengths): the permutation is cut into windows of GROUP
+    steps, each sorted by length, and the epoch runs its steps in a seeded order, so a step's
+    sequences are of similar lengths (a batch pads to its longest) and each is still seen once."""
     per_epoch = max(1, len(train_ids) // (S * W))
     e, k = divmod(step, per_epoch)
+    rng = np.random.default_rng([seed, e])
+    order = rng.permutation(train_ids)
+    if lengths is not None:
+        order, win = order[: per_epoch * S * W], GROUP * S * W
+        order = np.concatenate([w[np.argsort(lengths[w], kind="stable")]
+                                for w in np.split(order, np.arange(win, len(order), win))])
+        k = int(rng.permutation(per_epoch)[k])
     j = k * W + rank
-    return np.random.default_rng([seed, e]).permutation(train_ids)[j * S : (j + 1) * S]
+    return order[j * S : (j + 1) * S]
 
 
 def world_group(backend: str):

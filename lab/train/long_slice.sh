@@ -18,7 +18,7 @@ gen)
   python3 -m dflash train $COMMON --generate-only --gen-time-limit ${2:-300} ;;
 train)
   python3 -m dflash train $COMMON --init assets/smollm2-135m-instruct-dflash --markov-rank 128 \
-    --markov-joint --dropout 0.1 --dtype bfloat16 --seq-len 4352 --batch-seqs 8 --anchors 64 \
+    --markov-joint --dropout 0.1 --dtype bfloat16 --seq-len 4352 --batch-seqs 8 --anchors 64 --group-lengths \
     --lr 2e-4 --warmup 0.02 --steps 0 --train-seconds 0 --time-limit ${2:?seconds} \
     --save-every 200 --save-dtype float16
   ls -la $R
