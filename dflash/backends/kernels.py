@@ -248,44 +248,40 @@ def masked_attention(q, k, v, scale, visible):
 @lru_cache(maxsize=None)
 def available(dtype=mx.float16, head_dim: int = 64) -> bool:
     """Whether the kernel runs here and agrees with mx.fast's masked attention (CUDA only)."""
-    if not on_cuda() or head_dim % 32:
-        return False
-    try:
-        R, C, Hq, Hkv = 7, 300, 6, 2
-        q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype)  # not the global
-                   for i, shape in enumerate([(1, Hq, R, head_dim), *[(1, Hkv, C + R, head_dim)] * 2]))
-        parents = [-1, 0, 0, 1, 1, 2, 5]
-        vis = [[False] * R for _ in range(R)]
-        for r in range(R):
-            n = r
-            while n >= 0:
-                vis[r][n], n = True, parents[n]
-        vis = mx.array(vis)
-        k_view = mx.concatenate([k, k], axis=2)[:, :, : C + R]  # a strided view, as the cache gives
-        got = tree_attention(q, k_view, v, head_dim ** -0.5, vis).astype(mx.float32)
-        want = masked_attention(q, k, v, head_dim ** -0.5, vis).astype(mx.float32)
-        return bool(mx.allclose(got, want, atol=2e-2, rtol=2e-2).item())
-    except (RuntimeError, ValueError) as e:  # no NVRTC, an unsupported type: mx.fast's masked call
-        warnings.warn(f"dflash's tree attention kernel cannot run here ({e}); using mx.fast's masked attention")
-        return False
+    return on_cuda() and not head_dim % 32 and _agrees(
+        "tree attention kernel", dtype, head_dim,
+        lambda q, k, v, scale, vis, C: tree_attention(q, *(x[:, :, : C + q.shape[2]] for x in (k, v)), scale, vis))
 
 
 @lru_cache(maxsize=None)
 def split_available(dtype=mx.float16, head_dim: int = 64) -> bool:
     """Whether the split kernel runs here and agrees with mx.fast's masked attention over a
     buffer whose keys past the tree are garbage (CUDA only)."""
-    if not on_cuda() or head_dim % 32 or head_dim > 128:  # past 128 a split outgrows 48 KB
-        return False
+    return on_cuda() and not head_dim % 32 and head_dim <= 128 and _agrees(  # past 128 a split outgrows 48 KB
+        "split tree attention kernel", dtype, head_dim,
+        lambda q, k, v, scale, vis, C: tree_attention_split(q, k, v, scale, vis, mx.array([C], dtype=mx.int32)))
+
+
+def _agrees(what: str, dtype, head_dim: int, attend) -> bool:
+    """attend(q, k, v, scale, visible, C) over a 512-key buffer (C committed keys, a 7-node tree,
+    random keys past it) against mx.fast's masked call over the fetched keys; a kernel that does
+    not compile (no NVRTC, an unsupported type) warns and leaves the masked call."""
     try:
         R, C, N, Hq, Hkv = 7, 300, 512, 6, 2
-        q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype)
+        q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype)  # not the global
                    for i, shape in enumerate([(1, Hq, R, head_dim), *[(1, Hkv, N, head_dim)] * 2]))
-        vis = mx.array(np.tril(np.ones((R, R), bool)))
-        got = tree_attention_split(q, k, v, head_dim ** -0.5, vis, mx.array([C], dtype=mx.int32))
-        want = masked_attention(q, k[:, :, : C + R], v[:, :, : C + R], head_dim ** -0.5, vis)
-        return bool(mx.allclose(got.astype(mx.float32), want.astype(mx.float32), atol=2e-2, rtol=2e-2).item())
+        parents = [-1, 0, 0, 1, 1, 2, 5]
+        vis = np.zeros((R, R), bool)
+        for r in range(R):
+            n = r
+            while n >= 0:
+                vis[r, n], n = True, parents[n]
+        vis = mx.array(vis)
+        got = attend(q, k, v, head_dim ** -0.5, vis, C).astype(mx.float32)
+        want = masked_attention(q, k[:, :, : C + R], v[:, :, : C + R], head_dim ** -0.5, vis).astype(mx.float32)
+        return bool(mx.allclose(got, want, atol=2e-2, rtol=2e-2).item())
     except (RuntimeError, ValueError) as e:
-        warnings.warn(f"dflash's split tree attention kernel cannot run here ({e}); using mx.fast's masked attention")
+        warnings.warn(f"dflash's {what} cannot run here ({e}); using mx.fast's masked attention")
         return False
 
 

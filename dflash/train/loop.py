@@ -237,7 +237,8 @@ class _Run:
             self.drafter.vocab = DraftVocab(draft_vocab_from(ds, cfg.draft_vocab))
         target.tap_ids = list(self.drafter.args.target_layer_ids)
         self.train_ids, val_ids = _split(ds, cfg.val_frac, cfg.seed, groups, val_only)
-        self.L = int(min(cfg.seq_len, -(-int(ds.lengths.max()) // 64) * 64))
+        self.lengths = ds.lengths  # by sequence id
+        self.L = int(min(cfg.seq_len, -(-int(self.lengths.max()) // 64) * 64))
         self.S = S = min(cfg.batch_seqs, len(self.train_ids))
         if len(self.train_ids) < S * self.W:
             raise ValueError(f"{len(self.train_ids)} training sequences cannot fill {self.W} batches of {S}")
@@ -276,8 +277,7 @@ class _Run:
         L (cached features are kept at L)."""
         if self.features.parts is not None:
             return self.L
-        seqs = np.asarray(seqs)
-        longest = int((self.ds.offsets[seqs + 1] - self.ds.offsets[seqs]).max())
+        longest = int(self.lengths[np.asarray(seqs)].max())
         return min(self.L, -(-longest // LENGTH_BUCKET) * LENGTH_BUCKET)
 
     def validate(self) -> dict:
@@ -328,7 +328,7 @@ class _Run:
         """One optimizer step on this process's batch; (loss, aux sums, grad norm, seconds)."""
         cfg, W = self.cfg, self.W
         seqs = rank_batch(self.train_ids, self.step, self.S, cfg.seed, W, self.rank,
-                          np.diff(self.ds.offsets) if cfg.group_lengths else None)
+                          self.lengths if cfg.group_lengths else None)
         t0 = time.perf_counter()
         self.opt.learning_rate = lr_at(cfg, self.step, self.total)
         rng = np.random.default_rng([cfg.seed, 1, self.step] + ([self.rank] if W > 1 else []))
