@@ -5,19 +5,26 @@
 #                    (1500) natural prompts, and lab/long/dev.jsonl for validation only
 #   train SECONDS    from the shipped drafter (base and Markov head together) on those answers,
 #                    sequences up to 4,352 tokens; the drafter comes back split in $OUT
+# NATDATA=F.npz.xz: the natural prompts' answers from a token file carried in (the 8,058 of
+# lab/train/smollm2-selfdistill-natural.npz.xz, in git at 0473aa8^) instead of generating NAT
 set -uo pipefail
 phase=${1:?phase}
 bash lab/bench/h200.sh setup > /dev/null || exit 1
 . /tmp/dflash-env.sh
 R=/tmp/long
+DATA=()
+if [ -n "${NATDATA:-}" ]; then
+  mkdir -p $R && xz -dc "$NATDATA" > $R/data-natural.npz || exit 1
+  DATA=(--data $R/data-train-long.npz $R/data-natural.npz)
+fi
 COMMON="--target builtin:smollm2-135m-instruct --out $R --target-dtype float32 --max-new-tokens 256
   --prompts lab/long/train-long.jsonl.xz lab/prompts/train-natural.jsonl.xz --max-prompts ${NAT:-1500}
   --gen-batch 64 --val-prompts lab/long/dev.jsonl"
 case $phase in
 gen)
-  python3 -m dflash train $COMMON --generate-only --gen-time-limit ${2:-300} ;;
+  python3 -m dflash train $COMMON "${DATA[@]}" --generate-only --gen-time-limit ${2:-300} ;;
 train)
-  python3 -m dflash train $COMMON --init assets/smollm2-135m-instruct-dflash --markov-rank 128 \
+  python3 -m dflash train $COMMON "${DATA[@]}" --init assets/smollm2-135m-instruct-dflash --markov-rank 128 \
     --markov-joint --dropout 0.1 --dtype bfloat16 --seq-len 4352 --batch-seqs 8 --anchors 64 --group-lengths \
     --lr 2e-4 --warmup 0.02 --steps 0 --train-seconds 0 --time-limit ${2:?seconds} \
     --save-every 200 --save-dtype float16
