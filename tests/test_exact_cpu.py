@@ -22,10 +22,11 @@ def test_auto_dtype_follows_the_blas(target):
     assert quantized == (backend.active().blas is None)  # fp32 only where fp32 verification is fast
 
 
-def test_block_rows_equal_single_token_rows(target):
+@pytest.mark.parametrize("context", [450, 505])  # 505: the block's rows straddle key 512
+def test_block_rows_equal_single_token_rows(target, context):
     t, tok = target
     text = "The tide mill stood at the mouth of the river for three hundred years. " * 40
-    ids = tok.encode(text)[:450]
+    ids = tok.encode(text)[:context]
     block = tok.encode(" It ground corn for the village and timber for the boats, and it never stopped.")[:16]
     cache = t.make_cache()
     t.forward(mx.array([ids]), cache)
@@ -39,7 +40,8 @@ def test_block_rows_equal_single_token_rows(target):
 
 
 @pytest.mark.slow
-def test_tree_rows_equal_single_token_rows(target):
+@pytest.mark.parametrize("context", [450, 509])  # 509: the tree's deeper nodes past key 512
+def test_tree_rows_equal_single_token_rows(target, context):
     """A tree pass (tree.py) past the 384-key point: each node's logits == its root path fed
     token by token after the context."""
     import numpy as np
@@ -47,7 +49,7 @@ def test_tree_rows_equal_single_token_rows(target):
     from dflash import tree
 
     t, tok = target
-    ids = tok.encode("The tide mill stood at the mouth of the river for three hundred years. " * 40)[:450]
+    ids = tok.encode("The tide mill stood at the mouth of the river for three hundred years. " * 40)[:context]
     cand = tok.encode(" It ground corn for the village and timber for the boats, and it never stopped.")
     grid = np.array(cand[:12]).reshape(4, 3)
     tr = tree.build(ids[-1], grid, -np.arange(12.0).reshape(4, 3) / 4, 9)

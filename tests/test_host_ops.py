@@ -45,6 +45,32 @@ def test_softmax_row_unchanged_by_masked_keys():
     assert naive_differs
 
 
+@pytest.mark.parametrize("chunk", [256, 8])
+def test_softmax_rows_past_a_chunk_sum_by_position(chunk):
+    """Rows whose keys reach past `chunk` sum whole chunks below their own by a fixed tree, then in
+    order: a row alone (keys up to its position) == the row inside a block of rows straddling a
+    chunk boundary, with masked keys after it and between its last chunk's keys, bitwise; and
+    the values are softmax's."""
+    rng = np.random.default_rng(5)
+    for p0 in (chunk - 3, 2 * chunk + 1, 5 * chunk - 7):
+        L, S = 9, p0 + 9 + 40  # rows at positions p0..p0+8, then keys masked for all of them
+        x = (rng.standard_normal((2, 3, L, S)) * 4).astype(np.float32)
+        pos = np.arange(p0, p0 + L)
+        first = pos // chunk * chunk
+        block = x.copy()
+        block[..., np.arange(S)[None] > pos[:, None]] = -np.inf
+        hole = first[-1] + 1  # a masked key between the last row's chunk keys, as a tree has
+        block[..., -1, hole] = -np.inf
+        inside = np.array(host_ops.softmax(mx.array(block), first, chunk))
+        ref = np.exp(block - block.max(-1, keepdims=True))
+        np.testing.assert_allclose(inside, ref / ref.sum(-1, keepdims=True), rtol=2e-6, atol=1e-9)
+        for i in range(L):
+            row = np.delete(block[..., i, : pos[i] + 1], hole, axis=-1) if i == L - 1 else block[..., i, : pos[i] + 1]
+            alone = np.array(host_ops.softmax(mx.array(row[..., None, :]), first[i : i + 1], chunk))[..., 0, :]
+            kept = np.delete(inside[..., i, : pos[i] + 1], hole, axis=-1) if i == L - 1 else inside[..., i, : pos[i] + 1]
+            assert np.array_equal(alone, kept), (p0, i)
+
+
 def test_swiglu_matches_mlx_lm():
     g = mx.random.normal((1, 9, 64), key=mx.random.key(2)) * 5
     g = mx.concatenate([g, mx.full((1, 9, 2), -100.0)], -1)  # exp(-g) overflows: SiLU's 0

@@ -78,13 +78,16 @@ def rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.array] = Non
         mask = mx.arange(S)[None] <= mx.arange(S - L, S)[:, None]
     if mask is not None:
         scores = mx.where(mask, scores, -mx.inf)
-    p = softmax(scores)
+    p = softmax(scores, np.arange(S - L, S))  # a tree's rows here share the chunk of C's keys
     return _add_chunks(None, p, v[:, :, None], key_chunk(tile)).reshape(B, Hq, L, D)
 
 
-def softmax(scores: mx.array) -> mx.array:
-    """The attention's softmax over keys: in numpy on a CPU (host_ops), summed in key order."""
-    return host_ops.softmax(scores) if host_ops.runs(scores) else mx.softmax(scores, axis=-1, precise=True)
+def softmax(scores: mx.array, positions: np.ndarray) -> mx.array:
+    """The attention's softmax over keys, rows at these positions [L]: in numpy on a CPU
+    (host_ops), each row's keys before its own KEY_CHUNK in fixed chunks, then in order."""
+    if host_ops.runs(scores):
+        return host_ops.softmax(scores, positions // KEY_CHUNK * KEY_CHUNK, KEY_CHUNK)
+    return mx.softmax(scores, axis=-1, precise=True)
 
 
 def _add_chunks(out, p, v, chunk: int):
@@ -117,7 +120,8 @@ class TreeAttention:
         else:
             valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
             off = _off_spine_keys(tree, C, chunk)
-            self.attend = partial(_tree_rows_invariant, tree=tree, valid=valid, off=off, tile=tile)
+            self.attend = partial(_tree_rows_invariant, tree=tree, valid=valid, off=off, tile=tile,
+                                  positions=C + np.array(tree.depth))
 
     def over(self, cache):
         return self.attend
@@ -135,7 +139,8 @@ def _off_spine_keys(tree: Layout, C: int, chunk: int) -> mx.array:
     return mx.array(np.concatenate([tail, ancestors, pad], axis=1).astype(np.int32))
 
 
-def _tree_rows_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off: mx.array, tile: int = 0):
+def _tree_rows_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off: mx.array, positions: np.ndarray,
+                         tile: int = 0):
     """Tree attention that sums like rows_invariant on a token decoded alone.
 
     Each row sees the committed keys and then its ancestors, in the contiguous sequence it would
@@ -156,7 +161,7 @@ def _tree_rows_invariant(q, k, v, scale, tree: Layout, valid: mx.array, off: mx.
         s_off = cpu_rows.scores(q[..., s:, :].swapaxes(2, 3), kb.swapaxes(-1, -2), tile).swapaxes(2, 3)
         s_blk = mx.concatenate([s_blk, s_off], axis=3)
     s_blk = mx.where(valid, s_blk, -mx.inf)  # [R, Dm]: ancestors by depth, then padding
-    p = softmax(mx.concatenate([s_ctx, s_blk], axis=-1))
+    p = softmax(mx.concatenate([s_ctx, s_blk], axis=-1), positions)
     chunk = key_chunk(tile)
     c0 = C // chunk * chunk
     out = _add_chunks(None, p[..., :c0], v[:, :, None, :c0], chunk) if c0 else None

@@ -6,9 +6,9 @@ the target calls these, the 1-token step as much as a verify pass, so a token's 
 the same way alone and in a block, as losslessness needs:
 - numpy's exp of an element does not depend on the array around it (its SIMD and remainder
   loops compute the same polynomial);
-- the softmax sums each row in order (np.add.accumulate), so keys masked to exact zeros add
-  nothing wherever they sit, as MLX's sequential CPU softmax did (np.sum's pairwise tree
-  would group a row differently by its length).
+- the softmax sums a row by its keys' positions alone (_row_sums: fixed chunks below the row's
+  own chunk, then in order), so keys masked to exact zeros add nothing wherever they sit (np.sum's
+  pairwise tree would group a row differently by its length).
 The price is two host round trips a layer (~45 us each: ~2.5 ms of a ~50 ms 1-token step); a
 16-row pass gains ~30 ms (lab/cpu/README.md, section 23). Not bitwise MLX's own exp, so the
 target's logits move within float32 rounding from what mlx-lm computes.
@@ -37,8 +37,36 @@ def swiglu(gate: mx.array, up: mx.array) -> mx.array:
         return mx.array(g / (1.0 + np.exp(-g)) * u)
 
 
-def softmax(scores: mx.array) -> mx.array:
-    """Softmax over the last axis, each row summed in order."""
+def softmax(scores: mx.array, first=None, chunk: int = 256) -> mx.array:
+    """Softmax over the last axis, each row's sum fixed by its keys' positions alone (_row_sums).
+
+    first: per row (along axis -2), a multiple of `chunk` at or below the row's own position, or
+    None (every row summed in order)."""
     x = np.array(scores, copy=False)
     e = np.exp(x - x.max(-1, keepdims=True))
-    return mx.array(e / np.add.accumulate(e, axis=-1)[..., -1:])
+    return mx.array(e / _row_sums(e, first, chunk)[..., None])
+
+
+def _row_sums(e: np.ndarray, first, chunk: int) -> np.ndarray:
+    """Each row's sum of e: the keys before its `first` in chunks of `chunk`, each chunk by a
+    fixed pairwise tree and the chunk sums in order; then the keys from `first` on, in order.
+
+    A row decoded alone (its keys end at its position) and the same row in a block (later keys
+    exact zeros, or a tree's other nodes as zeros between its ancestors) have the same keys
+    before `first` and the same nonzero keys after it in the same order, so the same sum. In
+    order everywhere (np.add.accumulate: ~4 ns a key, no SIMD) cost a 16-row pass at 7k keys
+    ~3.6 ms a layer; the chunk trees are vectorised."""
+    if first is None or not first.any():
+        return np.add.accumulate(e, axis=-1)[..., -1]
+    R, S = e.shape[-2:]
+    n, lo = int(first.max()) // chunk, int(first.min())
+    v = e[..., : n * chunk].reshape(*e.shape[:-1], n, chunk)
+    while v.shape[-1] > 1:  # the same tree for every chunk, whatever the row or its length
+        v = v[..., : v.shape[-1] // 2] + v[..., v.shape[-1] // 2 :]
+    k = first // chunk  # whole chunks each row takes
+    done = np.add.accumulate(v[..., 0], axis=-1)[..., np.arange(R), np.maximum(k - 1, 0)]
+    done = np.where(k > 0, done, 0)
+    tail = e[..., lo:]
+    if n * chunk > lo:  # rows whose first is past lo: their keys before it are in `done`
+        tail = np.where(np.arange(lo, S) >= first[:, None], tail, 0)
+    return np.add.accumulate(np.concatenate([done[..., None], tail], axis=-1), axis=-1)[..., -1]
