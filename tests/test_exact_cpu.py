@@ -89,6 +89,21 @@ def test_embedded_pair_dflash_equals_target_only():
             assert fast.token_ids == plain.token_ids, row["prompt"]
 
 
+@pytest.mark.skipif(backend.active().row_tile != 0, reason="batched only with the Sandybridge kernels")
+@pytest.mark.parametrize("L,S", [(1, 1100), (16, 1100), (16, 1024), (5, 700)])
+def test_batched_chunks_sum_what_the_loop_sums(L, S):
+    """p @ v with the whole key chunks' products in one batched matmul (`_p_at_v`) is bitwise the
+    chunk-by-chunk loop, with several chunks (whose order would show) and a padded last one."""
+    from dflash.backends import cpu_attention
+
+    p = mx.softmax(mx.random.normal((1, 3, 3, L, S), key=mx.random.key(0)) * 3, axis=-1)
+    v = mx.random.normal((1, 3, S + 200, 64), key=mx.random.key(1))[:, :, :S]  # a cache's view
+    loop = cpu_attention._add_chunks(None, p, v[:, :, None], 256)
+    assert mx.array_equal(cpu_attention._p_at_v(p, v, 256, batched=True), loop).item()
+    reversed_sum = sum(p[..., c : c + 256] @ v[:, :, None, c : c + 256] for c in range(768, -1, -256))
+    assert not mx.array_equal(reversed_sum, cpu_attention._add_chunks(None, p[..., :1024], v[:, :, None, :1024], 256)).item()
+
+
 @pytest.mark.parametrize("rows,L", [(1, 16), (3, 16), (16, 16), (3, 100)])
 def test_row_chunked_attention_is_causal_attention(rows, L):
     """The GPU verify attention (`Backend.attention_rows`): L query rows attended in chunks of
