@@ -239,6 +239,19 @@ def test_costs_are_timed_once_per_host_and_models(monkeypatch, tmp_path):
     pair.costs = None
     engine._costs(pair, 4, 7)
     assert len(timed) == 4
+    monkeypatch.setattr(policy, "STORED_FOR_S", 3600)
+    pair.costs = None
+    engine._costs(pair, 4, 7)
+    assert len(timed) == 4  # stored again by the last call
+    import inspect
+
+    from dflash.backends import host_ops
+
+    source = inspect.getsource
+    monkeypatch.setattr(inspect, "getsource", lambda m: source(m) + ("#" if m is host_ops else ""))
+    pair.costs = None
+    engine._costs(pair, 4, 7)  # the passes' code changed since: timed again
+    assert len(timed) == 5
 
 
 TREE_COSTS = {"step_ms": 10.0, "verify_ms": {2: 11.0, 4: 11.5, 8: 12.5, 16: 15.0, 32: 22.0, 64: 60.0},
