@@ -377,6 +377,7 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
         profile_reps: int = PROFILE_REPS, mlx_lm: bool = False) -> dict:
     """Benchmark `pair` on `suites`; returns the JSON document's results part. mlx_lm: also
     decode with mlx-lm's own `stream_generate` (peer_mlx_lm.py)."""
+    from .engine import warm as warm_pair
     from .load import encode_prompt
 
     if cfg.mode != "dflash":
@@ -388,6 +389,7 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
     first = next(iter(encoded.values()))[0][1]
 
     log(f"warm-up ({min(cfg.max_tokens, WARMUP_TOKENS)} tokens per mode)")
+    warm_pair(pair, log)  # as the server and the playground do after a load: kernels, planner costs
     warm = replace(cfg, max_tokens=min(cfg.max_tokens, WARMUP_TOKENS))
     bench_prompt(pair, first, warm, 1, peer, mlx_lm)
 

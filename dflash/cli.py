@@ -119,6 +119,7 @@ def _generate(argv=None) -> int:
         if group is not None:
             distributed.shard_pair(pair, group)
             log(f"target sharded over {group.size()} processes ({a.distributed})")
+        pair.target.warm_up()  # CUDA's tree kernels compiled before the first cycle, not in it
         ids = encode_prompt(pair.tokenizer, a.prompt, not a.no_chat_template)
         for ev in stream(pair, ids, cfg):
             if a.json:

@@ -171,10 +171,11 @@ def _tree_nodes(pair, cfg):
 
 
 def warm(pair, progress=lambda message: None) -> None:
-    """Time this host's passes now for the default setting's tree planner (once per pair), so
-    that the first request does not wait for it (~16 s on a 2-core Zen 4, a third of it the
-    passes timed 2k tokens further in). Nothing to time where the default verifies a fixed shape or
+    """Compile the target's tree kernels (CUDA) and time this host's passes for the default
+    setting's tree planner now (once per pair), so that the first request does not wait for it
+    (~16 s on a 2-core Zen 4, a third of it the passes timed 2k tokens further in). Nothing to time where the default verifies a fixed shape or
     the chain; a sharded target times them at its first request, on every rank at once."""
+    pair.target.warm_up()
     drafter = getattr(pair, "drafter", None)
     if drafter is None or pair.agree is not None:
         return

@@ -401,10 +401,12 @@ class _Shape:
         return self.tokens / self.ms if self.cycles else 0.0
 
     def add(self, tokens: int, ms: float, weight: float) -> None:
-        if self.ms is not None:  # an outlier (a first-use compile) moves the mean by <= 3x its weight
-            ms = min(ms, 3 * self.ms)
-        mean = lambda m, x: x if m is None else (1 - weight) * m + weight * x  # noqa: E731
-        self.tokens, self.ms, self.cycles = mean(self.tokens, tokens), mean(self.ms, ms), self.cycles + 1
+        self.tokens = tokens if self.tokens is None else (1 - weight) * self.tokens + weight * tokens
+        if self.ms is None or (self.cycles == 1 and ms < self.ms):
+            self.ms = ms  # the lower of its first two: the first may have compiled (CUDA's kernels)
+        else:  # a later stall (a graph captured again) moves the mean by <= 3x its weight
+            self.ms = (1 - weight) * self.ms + weight * min(ms, 3 * self.ms)
+        self.cycles += 1
 
 
 class Fallback:

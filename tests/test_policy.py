@@ -142,6 +142,24 @@ def test_fallback_is_not_fooled_by_one_stalled_step_or_a_grown_context():
     assert ks[-100:].count(1) > 80, ks
 
 
+def test_fallback_is_not_fooled_by_a_first_cycle_that_compiles():
+    """A shape's first cycle may pay a one-off compile (CUDA's tree kernels at a long context:
+    ~5.9 s, seen on an H100) or a graph captured again later; neither may make a tree that pays
+    (16 ms for 5 tokens against 8 ms steps) look like one that never will."""
+    from dflash.policy import Fallback
+
+    tree_times = iter([5900.0] + [16.0] * 60 + [400.0] + [16.0] * 1000)
+    ks = _fallback_run(Fallback(65), 200, lambda: next(tree_times), 5)
+    assert ks.count(1) <= 2 + 200 // 32, ks  # only the steps timed
+    fb, ks = Fallback(65, chain=16), []
+    times = {65: iter([5900.0] + [16.0] * 1000), 16: iter([3000.0] + [14.0] * 1000)}
+    for _ in range(200):
+        k = fb.next_k()
+        fb.observe(k, (4 if k == 65 else 2) if k > 1 else 0, next(times[k]) if k > 1 else 8.0)
+        ks.append(k)
+    assert ks[-100:].count(65) > 85, ks
+
+
 def test_fallback_runs_the_tree_its_spine_or_plain_steps_by_what_commits_most():
     """With a tree default, Fallback also weighs the chain along the tree's spine: a tree pass
     that stalls (48 ms for 4 tokens) gives way to the chain (14 ms for 2.5) where that beats
@@ -179,7 +197,8 @@ def _fallback_run(fb, n, cycle_ms, tokens, step_ms=lambda: 8.0):
     ks = []
     for _ in range(n):
         k = fb.next_k()
-        fb.observe(k, tokens - 1 if k > 1 else 0, cycle_ms if k > 1 else step_ms())
+        ms = (cycle_ms() if callable(cycle_ms) else cycle_ms) if k > 1 else step_ms()
+        fb.observe(k, tokens - 1 if k > 1 else 0, ms)
         ks.append(k)
     return ks
 

@@ -215,7 +215,8 @@ class TreeAttention:
         if (_kernel_pays(q, k) or not isinstance(buf_k, mx.array)  # not mlx-lm's KVCache
                 or buf_k.shape[2] < k.shape[2]):
             return tree_attention_gpu(q, k, v, scale, self.visible)
-        if q.shape[0] == 1 and k.shape[2] == self.committed + q.shape[2] and split_available(q.dtype, q.shape[-1]):
+        whole_tree = q.shape[0] == 1 and k.shape[2] == self.committed + q.shape[2]
+        if whole_tree and split_available(q.dtype, q.shape[-1], _heads(q, k)):
             return tree_attention_split(q, buf_k, buf_v, scale, self.visible, self._committed)
         return mx.fast.scaled_dot_product_attention(q, buf_k, buf_v, scale=scale, mask=self._mask_for(buf_k.shape[2]))
 
@@ -236,7 +237,19 @@ def tree_attention_gpu(q, k, v, scale, visible):
 
 
 def _kernel_pays(q, k) -> bool:
-    return q.shape[2] * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1])
+    return q.shape[2] * k.shape[2] <= KERNEL_MAX_SCORES and available(q.dtype, q.shape[-1], _heads(q, k))
+
+
+def _heads(q, k) -> tuple[int, int]:
+    return q.shape[1], k.shape[1]
+
+
+def warm_up(dtype, head_dim: int, heads: tuple[int, int]) -> None:
+    """Compile (NVRTC, a few seconds) and check both tree kernels for a target's attention now,
+    at load: its first long-context tree pass must not pay for it inside a timed cycle, where
+    the compile looked like a tree that never pays (policy.Fallback). Nothing off CUDA."""
+    available(dtype, head_dim, heads)
+    split_available(dtype, head_dim, heads)
 
 
 def masked_attention(q, k, v, scale, visible):
@@ -246,28 +259,29 @@ def masked_attention(q, k, v, scale, visible):
 
 
 @lru_cache(maxsize=None)
-def available(dtype=mx.float16, head_dim: int = 64) -> bool:
-    """Whether the kernel runs here and agrees with mx.fast's masked attention (CUDA only)."""
+def available(dtype=mx.float16, head_dim: int = 64, heads: tuple[int, int] = (6, 2)) -> bool:
+    """Whether the kernel runs here and agrees with mx.fast's masked attention (CUDA only), for
+    (query, KV) heads: the check compiles the very kernel a pass of those heads launches."""
     return on_cuda() and not head_dim % 32 and _agrees(
-        "tree attention kernel", dtype, head_dim,
+        "tree attention kernel", dtype, head_dim, heads,
         lambda q, k, v, scale, vis, C: tree_attention(q, *(x[:, :, : C + q.shape[2]] for x in (k, v)), scale, vis))
 
 
 @lru_cache(maxsize=None)
-def split_available(dtype=mx.float16, head_dim: int = 64) -> bool:
+def split_available(dtype=mx.float16, head_dim: int = 64, heads: tuple[int, int] = (6, 2)) -> bool:
     """Whether the split kernel runs here and agrees with mx.fast's masked attention over a
-    buffer whose keys past the tree are garbage (CUDA only)."""
+    buffer whose keys past the tree are garbage (CUDA only), as `available`."""
     return on_cuda() and not head_dim % 32 and head_dim <= 128 and _agrees(  # past 128 a split outgrows 48 KB
-        "split tree attention kernel", dtype, head_dim,
+        "split tree attention kernel", dtype, head_dim, heads,
         lambda q, k, v, scale, vis, C: tree_attention_split(q, k, v, scale, vis, mx.array([C], dtype=mx.int32)))
 
 
-def _agrees(what: str, dtype, head_dim: int, attend) -> bool:
+def _agrees(what: str, dtype, head_dim: int, heads: tuple[int, int], attend) -> bool:
     """attend(q, k, v, scale, visible, C) over a 512-key buffer (C committed keys, a 7-node tree,
     random keys past it) against mx.fast's masked call over the fetched keys; a kernel that does
     not compile (no NVRTC, an unsupported type) warns and leaves the masked call."""
     try:
-        R, C, N, Hq, Hkv = 7, 300, 512, 6, 2
+        (R, C, N), (Hq, Hkv) = (7, 300, 512), heads
         q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype)  # not the global
                    for i, shape in enumerate([(1, Hq, R, head_dim), *[(1, Hkv, N, head_dim)] * 2]))
         parents = [-1, 0, 0, 1, 1, 2, 5]
