@@ -101,7 +101,7 @@ def _generate(argv=None) -> int:
     a.prompt = a.prompt if a.text is None else a.text
 
     from . import distributed
-    from .engine import stream
+    from .engine import stream, warm
     from .guard import has_surrogate
     from .load import encode_prompt, load_pair
 
@@ -119,7 +119,7 @@ def _generate(argv=None) -> int:
         if group is not None:
             distributed.shard_pair(pair, group)
             log(f"target sharded over {group.size()} processes ({a.distributed})")
-        pair.target.warm_up()  # CUDA's tree kernels compiled before the first cycle, not in it
+        warm(pair, log)  # a GPU's kernels compiled, the planner's costs timed: not in the first cycles
         ids = encode_prompt(pair.tokenizer, a.prompt, not a.no_chat_template)
         for ev in stream(pair, ids, cfg):
             if a.json:

@@ -171,19 +171,35 @@ def _tree_nodes(pair, cfg):
 
 
 def warm(pair, progress=lambda message: None) -> None:
-    """Compile the target's tree kernels (CUDA) and time this host's passes for the default
+    """Compile a GPU's kernels (`_warm_passes`) and time this host's passes for the default
     setting's tree planner now (once per pair), so that the first request does not wait for it
     (~16 s on a 2-core Zen 4, a third of it the passes timed 2k tokens further in). Nothing to time where the default verifies a fixed shape or
     the chain; a sharded target times them at its first request, on every rank at once."""
-    pair.target.warm_up()
     drafter = getattr(pair, "drafter", None)
     if drafter is None or pair.agree is not None:
         return
+    _warm_passes(pair)
     if _tree_nodes(pair, GenerationConfig())[0] == "auto":  # _plan's choice for the defaults
         if stored_costs(_costs_dir(), _cost_key(pair, drafter.block_size, MAX_TREE)) is None:
             progress("timing this host's target passes for the tree planner "
                      "(once per host and model; kept a week in the cache folder)")
         _costs(pair, drafter.block_size, MAX_TREE)
+
+
+WARM_CONTEXTS = (200, 1500)  # below and past the CUDA tree kernel's range (kernels.KERNEL_MAX_SCORES)
+WARM_TOKENS = 48  # enough for the default's every shape: tree, its spine, plain steps (policy.Fallback)
+
+
+def _warm_passes(pair) -> None:
+    """On a GPU, one short default generation at each of WARM_CONTEXTS: MLX compiles kernels at
+    their first use (NVRTC on CUDA: a long context's first tree pass took 2-5 s and its first
+    chain 41 s on an H100), which must not land in a request's timed cycles."""
+    if backend.on_cpu():
+        return
+    V, limit = pair.target.vocab_size, (pair.target.max_context or 10**9) - WARM_TOKENS - MAX_TREE - 2
+    for n in (min(c, limit) for c in WARM_CONTEXTS):
+        for _ in stream(pair, [(i * 7919) % V for i in range(n)], GenerationConfig(max_tokens=WARM_TOKENS)):
+            pass
 
 
 def _costs(pair, B, tree_nodes=None) -> dict:

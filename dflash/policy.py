@@ -419,7 +419,8 @@ class Fallback:
     backend a long context's tree pass inside a captured graph costs several times the same pass
     timed alone (lab/long/README.md). A plain step's ms is the median of the last STEP_SAMPLES
     timed (two after WARMUP drafted cycles, then one every RETIME drafted cycles: one stalled
-    step, or a context that grew, must not decide alone). A shape that is not the best is
+    step, or a context that grew, must not decide alone), never the first step after drafted
+    cycles: on an H100 with CUDA graphs that one cost 14-47 ms against 7 in a run of steps. A shape that is not the best is
     probed at doubling intervals, never closer than its extra cost over a step allows (as
     Planner's probes), so a shape that does not pay costs at most about the NOISE margin.
     """
@@ -431,6 +432,7 @@ class Fallback:
         self.weight, self.base, self.max_interval = weight, probe_every, max_interval
         self.cycles = self.since_step = 0
         self._shape = self.shapes[0]  # the drafted shape of the cycle under way
+        self._after_draft = False  # the next plain step follows a drafted cycle: not timed
 
     @property
     def k(self) -> int:
@@ -480,10 +482,14 @@ class Fallback:
         if ms is None:
             return
         if k == 1:
+            if self._after_draft:  # the switch's cost, not a step's (see the class's docstring)
+                self._after_draft = False
+                return
             self.steps = [*self.steps, ms][-STEP_SAMPLES:]
             self.since_step = 0
             return
         self.since_step += 1
+        self._after_draft = True
         shape = self._shape
         shape.add(1 + acc, ms, self.weight)
         if shape is self._best() or not self.steps:

@@ -103,13 +103,6 @@ class Target:
     def embed(self, ids: mx.array) -> mx.array:
         return self.backbone.embed_tokens(ids)
 
-    def warm_up(self) -> None:
-        """Compile what this host's tree passes launch for this target's attention (on CUDA, two
-        kernels; nothing elsewhere), so that no timed cycle pays for it."""
-        if self.tree_capable and not backend.on_cpu():
-            a = self.layers[self._kv_idx].self_attn
-            kernels.warm_up(self.embed(mx.array([[0]])).dtype, round(a.scale ** -2), (a.n_heads, a.n_kv_heads))
-
     def logits(self, h: mx.array) -> mx.array:
         """Final hidden states (already normed) -> vocabulary logits; a pass's [B, L, H] on the
         head's exact row tile where the BLAS needs one (the drafter's [N, H] need no exactness)."""

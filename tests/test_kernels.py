@@ -120,19 +120,24 @@ def test_split_kernel_over_a_buffer_equals_masked_attention(dtype, R, C, N, Hq, 
     assert kernels.split_available(dtype, D, (Hq, Hkv))
 
 
-def test_a_gpu_target_compiles_its_tree_kernels_at_load(monkeypatch):
-    """engine.warm (after every load: server, playground, bench) has the target compile the
-    tree kernels for its own attention (dtype, head size, query and KV heads), the very
-    template its passes launch; the CPU compiles nothing."""
+def test_a_gpu_host_runs_every_default_shape_once_at_load(monkeypatch):
+    """engine.warm (after every load: server, playground, bench, generate) runs a short default
+    generation at a context below and one past the tree kernel's range on a GPU, so that MLX's
+    first-use compiles (seconds on CUDA) land there, not in a request's cycles; the CPU (whose
+    planner times its passes instead) runs none."""
     from dflash import engine
-    from tests.tiny import tiny_pair
+    from dflash.config import GenerationConfig
+    from tests.tiny import tiny_drafter, tiny_pair
 
-    seen = []
-    monkeypatch.setattr(kernels, "warm_up", lambda *a: seen.append(a))
-    pair = tiny_pair("llama")
+    runs = []
+    monkeypatch.setattr(engine, "stream", lambda pair, ids, cfg: runs.append((len(ids), cfg)) or iter(()))
+    pair = tiny_pair("qwen3", tiny_drafter())
+    monkeypatch.setattr(engine, "_costs", lambda *a, **kw: {})  # the CPU planner's probe: not here
     engine.warm(pair)
-    assert seen == []
+    assert runs == []
     monkeypatch.setattr(backend, "on_cpu", lambda: False)
     engine.warm(pair)
-    a = pair.target.layers[0].self_attn
-    assert seen == [(mx.float32, a.head_dim, (a.n_heads, a.n_kv_heads))] and a.n_heads != a.n_kv_heads
+    limit = pair.target.max_context - engine.WARM_TOKENS - engine.MAX_TREE - 2
+    assert [n for n, _ in runs] == [min(c, limit) for c in engine.WARM_CONTEXTS]
+    assert engine.WARM_CONTEXTS[1] * 65 > kernels.KERNEL_MAX_SCORES  # past the kernel: the split one
+    assert all(cfg == GenerationConfig(max_tokens=engine.WARM_TOKENS) for _, cfg in runs)  # the default

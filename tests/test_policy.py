@@ -120,9 +120,10 @@ def test_fallback_gives_way_to_plain_steps_only_while_drafting_loses():
     drafted_ms = 48.0 * slow.count(65)
     assert drafted_ms < 0.15 * (drafted_ms + 8.0 * slow.count(1)), slow  # mostly plain steps
     fast = Fallback(65)
-    assert _fallback_run(fast, 200, 16.0, 5).count(1) <= 2 + 200 // RETIME  # the steps timed
+    # the steps timed: two, then two every RETIME drafted cycles (the first after a draft untimed)
+    assert _fallback_run(fast, 200, 16.0, 5).count(1) <= 3 + 2 * (200 // RETIME)
     ks = _fallback_run(fast, 200, 48.0, 4) + _fallback_run(fast, 200, 16.0, 5)  # loses, then pays again
-    assert ks[200:300].count(1) > 80 and ks[-50:].count(65) >= 48
+    assert ks[200:300].count(1) > 80 and ks[-50:].count(65) >= 46  # but two steps timed per RETIME
 
 
 def test_fallback_is_not_fooled_by_one_stalled_step_or_a_grown_context():
@@ -150,7 +151,7 @@ def test_fallback_is_not_fooled_by_a_first_cycle_that_compiles():
 
     tree_times = iter([5900.0] + [16.0] * 60 + [400.0] + [16.0] * 1000)
     ks = _fallback_run(Fallback(65), 200, lambda: next(tree_times), 5)
-    assert ks.count(1) <= 2 + 200 // 32, ks  # only the steps timed
+    assert ks.count(1) <= 3 + 2 * (200 // 32), ks  # only the steps timed
     fb, ks = Fallback(65, chain=16), []
     times = {65: iter([5900.0] + [16.0] * 1000), 16: iter([3000.0] + [14.0] * 1000)}
     for _ in range(200):
@@ -158,6 +159,22 @@ def test_fallback_is_not_fooled_by_a_first_cycle_that_compiles():
         fb.observe(k, (4 if k == 65 else 2) if k > 1 else 0, next(times[k]) if k > 1 else 8.0)
         ks.append(k)
     assert ks[-100:].count(65) > 85, ks
+
+
+def test_fallback_does_not_time_a_step_by_the_one_after_drafted_cycles():
+    """On an H100 with CUDA graphs the first plain step after tree passes cost 14-47 ms, the next
+    ones 7 (a run of steps): a tree at 50 ms for 4 tokens loses to 7 ms steps, and must not win
+    because the switch made a step look slow."""
+    from dflash.policy import Fallback
+
+    fb, ks, last = Fallback(65, chain=16), [], 65
+    for _ in range(300):
+        k = fb.next_k()
+        ms = {65: 50.0, 16: 30.0}.get(k, 47.0 if last > 1 else 7.0)
+        fb.observe(k, {65: 3, 16: 1}.get(k, 0), ms)
+        ks.append(k)
+        last = k
+    assert ks[-150:].count(1) > 135, ks
 
 
 def test_fallback_runs_the_tree_its_spine_or_plain_steps_by_what_commits_most():

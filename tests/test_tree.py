@@ -373,7 +373,8 @@ def test_auto_tree_is_the_default_and_lossless(monkeypatch):
     events, gpu = run(pair, [5, 6, 7, 9], max_tokens=30)
     assert gpu.verify == f"tree {MAX_TREE}" and gpu.token_ids == plain.token_ids
     ks = [c.block_size for c in events if isinstance(c, Cycle)]
-    assert set(ks) <= {MAX_TREE + 1, 8, 1} and ks[0] == MAX_TREE + 1  # the tree, its 8-token spine or steps
+    # the tree, its spine (8 tokens, fewer where the tree is shallower) or plain steps
+    assert all(k == MAX_TREE + 1 or k <= 8 for k in ks) and ks[0] == MAX_TREE + 1
     events, asked = run(pair, [5, 6, 7, 9], max_tokens=30, tree=MAX_TREE)  # asked for: verified as asked
     assert asked.token_ids == plain.token_ids
     assert {c.block_size for c in events if isinstance(c, Cycle)} == {MAX_TREE + 1}

@@ -244,14 +244,6 @@ def _heads(q, k) -> tuple[int, int]:
     return q.shape[1], k.shape[1]
 
 
-def warm_up(dtype, head_dim: int, heads: tuple[int, int]) -> None:
-    """Compile (NVRTC, a few seconds) and check both tree kernels for a target's attention now,
-    at load: its first long-context tree pass must not pay for it inside a timed cycle, where
-    the compile looked like a tree that never pays (policy.Fallback). Nothing off CUDA."""
-    available(dtype, head_dim, heads)
-    split_available(dtype, head_dim, heads)
-
-
 def masked_attention(q, k, v, scale, visible):
     R, C = q.shape[2], k.shape[2] - q.shape[2]
     mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), visible], axis=1)

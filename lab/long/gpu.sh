@@ -18,6 +18,8 @@
 # shapes:  the long suite with the default (Fallback: tree, its spine, steps), --tree 64 and
 #          --tree 0 (LONG), then the short suite with the default and --tree 64 (SHORT), each a
 #          fresh process; ~2.5 min a long run: split over calls, e.g. LONG="default 64" SHORT=""
+# trace:   per-cycle traces of ROWS, target-only and the default twice each in one process,
+#          graphs on and off (lab/long/cycle_trace.py; forty-fourth session)
 # Records: lab/bench/results/s39/.
 set -uo pipefail
 phase=${1:?phase}
@@ -73,6 +75,12 @@ split)  # forty-second session: the split kernel against the masked call, both o
   W=lab/long/why_cycles.py
   for r in ${ROWS:-2k-document 4k-chat 7k-document}; do for e in WHY_NONE=1 WHY_NOSPLIT=1; do
     echo "== $r $e"; env $e timeout 90 python3 $W $r 2 2>&1 | grep cycles:
+  done; done ;;
+trace)  # forty-fourth session: per-cycle traces (lab/long/cycle_trace.py), graphs on and off
+  for g in 1 0; do for r in ${ROWS:-0.5k-document 4k-chat}; do
+    MLX_USE_CUDA_GRAPHS=$g timeout 120 python3 lab/long/cycle_trace.py $r target dflash target dflash \
+      > $OUT/trace-$r-graphs$g.txt 2>&1
+    echo "== $r graphs $g"; grep 'tok/s' $OUT/trace-$r-graphs$g.txt
   done; done ;;
 heldout)
   python3 -m dflash bench --prompts assets/prompts/eval.jsonl --prompts-limit 4 --max-tokens 128 --repeat 1 \
