@@ -1,26 +1,46 @@
-"""Per-cycle trace of one long-suite row with the default engine: nodes, accepted, draft /
-verify / rollback ms per cycle, then tok/s; modes: dflash, target.
+"""Per-cycle trace of one long-suite row: target-only and/or the default, in one process, each
+cycle's drafted nodes, verify length, accepted drafts and draft / verify / rollback ms, then
+tok/s (`gpu.sh trace` runs it with CUDA graphs on and off).
 
-    python lab/long/cycle_trace.py ROW_ID dflash [target]
+    python lab/long/cycle_trace.py ROW_ID MODE [MODE ...]     # MODE: dflash | target
 """
-import json, statistics, sys, time
+
+import json
+import sys
+
 from dflash import backend
+
 backend.setup()
-from dflash.config import GenerationConfig
-from dflash.engine import stream, warm
-from dflash.events import Cycle, Prefill
-from dflash.load import encode_prompt, load_pair
-row_id = sys.argv[1]
-pair = load_pair(); warm(pair)
-row = next(r for r in map(json.loads, open("assets/bench/long.jsonl")) if r["id"] == row_id)
-ids = encode_prompt(pair.tokenizer, row.get("messages") or row["prompt"])
-for mode in sys.argv[2:]:
-    cfg = GenerationConfig(max_tokens=128) if mode == "dflash" else GenerationConfig(max_tokens=128, mode="target")
-    t0 = time.perf_counter(); cyc = []
-    for e in stream(pair, ids, cfg):
-        if isinstance(e, Prefill): print(mode, "prefill", round(e.t, 1), "s", flush=True)
-        if isinstance(e, Cycle): cyc.append(e)
-    tot = sum(len(c.committed) for c in cyc); dt = cyc[-1].t - cyc[0].t + cyc[0].verify_s + cyc[0].draft_s
-    print(mode, len(ids), "tokens", tot, "cycles", len(cyc), "tok/s", round(tot / dt, 2))
-    for c in cyc:
-        print(f"  n{len(c.drafted):3d} k{c.block_size:3d} acc {c.accepted:2d} draft {c.draft_s*1e3:6.1f} verify {c.verify_s*1e3:6.1f} rb {c.rollback_s*1e3:5.1f}")
+
+from dflash.config import GenerationConfig  # noqa: E402
+from dflash.engine import stream, warm  # noqa: E402
+from dflash.events import Cycle, Prefill  # noqa: E402
+from dflash.load import encode_prompt, load_pair  # noqa: E402
+
+
+def trace(pair, ids, mode: str, max_tokens: int = 128) -> None:
+    cycles = []
+    for e in stream(pair, ids, GenerationConfig(max_tokens=max_tokens, mode=mode)):
+        if isinstance(e, Prefill):
+            print(mode, "prefill", round(e.t, 1), "s", flush=True)
+        elif isinstance(e, Cycle):
+            cycles.append(e)
+    tokens = sum(len(c.committed) for c in cycles)
+    seconds = cycles[-1].t - cycles[0].t + cycles[0].verify_s + cycles[0].draft_s
+    print(mode, len(ids), "tokens", tokens, "cycles", len(cycles), "tok/s", round(tokens / seconds, 2))
+    for c in cycles:
+        print(f"  n{len(c.drafted):3d} k{c.block_size:3d} acc {c.accepted:2d} draft {c.draft_s * 1e3:6.1f} "
+              f"verify {c.verify_s * 1e3:6.1f} rb {c.rollback_s * 1e3:5.1f}")
+
+
+def main(row_id: str, *modes: str) -> None:
+    pair = load_pair()
+    warm(pair)
+    row = next(r for r in map(json.loads, open("assets/bench/long.jsonl")) if r["id"] == row_id)
+    ids = encode_prompt(pair.tokenizer, row.get("messages") or row["prompt"])
+    for mode in modes:
+        trace(pair, ids, mode)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
