@@ -20,6 +20,8 @@
 #          fresh process; ~2.5 min a long run: split over calls, e.g. LONG="default 64" SHORT=""
 # trace:   per-cycle traces of ROWS, target-only and the default twice each in one process,
 #          graphs on and off (lab/long/cycle_trace.py; forty-fourth session)
+# pad:     the fixed tree's verify ms with the drafter's context padded to 16 rows a cycle, and with
+#          MLX's graphs of 20 ops (why_cycles.py; forty-fourth session's plan)
 # Records: lab/bench/results/s39/.
 set -uo pipefail
 phase=${1:?phase}
@@ -81,6 +83,11 @@ trace)  # forty-fourth session: per-cycle traces (lab/long/cycle_trace.py), grap
     MLX_USE_CUDA_GRAPHS=$g timeout 120 python3 lab/long/cycle_trace.py $r target dflash target dflash \
       > $OUT/trace-$r-graphs$g.txt 2>&1
     echo "== $r graphs $g"; grep 'tok/s' $OUT/trace-$r-graphs$g.txt
+  done; done ;;
+pad)  # forty-fourth session's plan: do the cycles' varying shapes (the drafter's context rows) cost?
+  W=lab/long/why_cycles.py
+  for r in ${ROWS:-4k-chat 2k-document}; do for e in WHY_NONE=1 WHY_PAD=16 MLX_MAX_OPS_PER_BUFFER=20; do
+    echo "== $r $e"; env $e timeout 90 python3 $W $r 2 2>&1 | grep cycles:
   done; done ;;
 heldout)
   python3 -m dflash bench --prompts assets/prompts/eval.jsonl --prompts-limit 4 --max-tokens 128 --repeat 1 \

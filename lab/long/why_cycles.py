@@ -8,7 +8,10 @@ kernel's score limit, kernels.KERNEL_MAX_SCORES), WHY_BUCKET (the masked call's 
 multiple of this, padding masked out: its temporaries keep one size for a while), WHY_SLICES (the
 masked call over the fetched keys, a new shape every cycle, as before the forty-first session's
 TreeAttention over the cache's buffer), WHY_NOSPLIT (mx.fast's masked call over the buffer
-instead of the split kernel, as in the forty-first session), and MLX's own (MLX_USE_CUDA_GRAPHS=0 ...).
+instead of the split kernel, as in the forty-first session), WHY_PAD (the drafter's context grows
+by a multiple of this many rows, padding trimmed: its projections keep one shape whatever a cycle
+accepted; forty-fourth session), WHY_TREE (the tree's nodes; 0: the default, Fallback's choices),
+and MLX's own (MLX_USE_CUDA_GRAPHS=0, MLX_MAX_OPS_PER_BUFFER ...).
 """
 
 import json
@@ -48,6 +51,26 @@ def padded(bucket):
     return attend
 
 
+def pad_context(multiple):
+    """DraftContext.cache with the pending rows padded to a multiple of `multiple`, trimmed after."""
+    import mlx.core as mx
+
+    from dflash import engine
+
+    def cache(self):
+        if self.pending:
+            f = mx.concatenate(self.pending, axis=1)
+            pad = -f.shape[1] % multiple
+            if pad:
+                f = mx.concatenate([f, mx.zeros((f.shape[0], pad, f.shape[2]), f.dtype)], axis=1)
+            self.drafter.extend_context(f, self._cache)
+            for c in self._cache if pad else ():
+                c.trim(pad)
+            self.pending = []
+        return self._cache
+    engine.DraftContext.cache = cache
+
+
 def main(row_id, runs=2, show_table=""):
     import mlx.core as mx
 
@@ -64,13 +87,16 @@ def main(row_id, runs=2, show_table=""):
     if "WHY_BUCKET" in os.environ or "WHY_SLICES" in os.environ:  # the masked call on the fetched keys
         kernels.TreeAttention.over = lambda self, cache: lambda q, k, v, scale: kernels.tree_attention_gpu(
             q, k, v, scale, self.visible)
+    if "WHY_PAD" in os.environ:
+        pad_context(int(os.environ["WHY_PAD"]))
+    tree = int(os.environ.get("WHY_TREE", "64")) or None
     pair = load_pair()
     warm(pair)
     row = next(r for r in map(json.loads, open("assets/bench/long.jsonl")) if r["id"] == row_id)
     ids = encode_prompt(pair.tokenizer, row.get("messages") or row["prompt"])
     table = []
     for _ in range(int(runs)):
-        cycles = [e for e in stream(pair, ids, GenerationConfig(max_tokens=128, tree=64)) if isinstance(e, Cycle)]
+        cycles = [e for e in stream(pair, ids, GenerationConfig(max_tokens=128, tree=tree)) if isinstance(e, Cycle)]
         table.append(cycles)
         v = [c.verify_s * 1e3 for c in cycles]
         print(f"{row_id} {len(cycles)} cycles: verify mean {statistics.mean(v):5.1f} median "
