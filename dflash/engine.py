@@ -178,7 +178,7 @@ def warm(pair, progress=lambda message: None) -> None:
     drafter = getattr(pair, "drafter", None)
     if drafter is None or pair.agree is not None:
         return
-    _warm_passes(pair)
+    _warm_passes(pair, progress)
     if _tree_nodes(pair, GenerationConfig())[0] == "auto":  # _plan's choice for the defaults
         if stored_costs(_costs_dir(), _cost_key(pair, drafter.block_size, MAX_TREE)) is None:
             progress("timing this host's target passes for the tree planner "
@@ -190,12 +190,13 @@ WARM_CONTEXTS = (200, 1500)  # below and past the CUDA tree kernel's range (kern
 WARM_TOKENS = 48  # enough for the default's every shape: tree, its spine, plain steps (policy.Fallback)
 
 
-def _warm_passes(pair) -> None:
+def _warm_passes(pair, progress=lambda message: None) -> None:
     """On a GPU, one short default generation at each of WARM_CONTEXTS: MLX compiles kernels at
     their first use (NVRTC on CUDA: a long context's first tree pass took 2-5 s and its first
     chain 41 s on an H100), which must not land in a request's timed cycles."""
     if backend.on_cpu():
         return
+    progress("running the default once at a short and a long context (the GPU compiles its kernels)")
     V, limit = pair.target.vocab_size, (pair.target.max_context or 10**9) - WARM_TOKENS - MAX_TREE - 2
     for n in (min(c, limit) for c in WARM_CONTEXTS):
         for _ in stream(pair, [(i * 7919) % V for i in range(n)], GenerationConfig(max_tokens=WARM_TOKENS)):
