@@ -104,6 +104,29 @@ def test_batched_chunks_sum_what_the_loop_sums(L, S):
     assert not mx.array_equal(reversed_sum, cpu_attention._add_chunks(None, p[..., :1024], v[:, :, None, :1024], 256)).item()
 
 
+@pytest.mark.parametrize("L,S", [(129, 129), (512, 512), (512, 1500), (300, 1100)])
+def test_a_prompt_chunk_takes_the_cheap_causal_path(L, S):
+    """A causal pass of more than PREFILL_ROWS rows (a prompt chunk) is plain causal attention,
+    in numpy, and no longer the row-invariant path; both modes prefill alike (DFlash equals
+    target-only: test_embedded_pair_dflash_equals_target_only, tests/test_tree.py)."""
+    from dflash.backends import cpu_attention
+
+    q = mx.random.normal((1, 9, L, 64), key=mx.random.key(0))
+    k, v = (mx.random.normal((1, 3, S, 64), key=mx.random.key(s)) * 3 for s in (1, 2))
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
+    got = cpu_attention.rows_invariant(q, k, v, 0.125)
+    assert mx.allclose(got, want, atol=1e-4).item()
+    calls = []
+    cheap = cpu_attention.prefill
+    try:
+        cpu_attention.prefill = lambda *a: calls.append(a) or cheap(*a)
+        cpu_attention.rows_invariant(q, k, v, 0.125)
+        cpu_attention.rows_invariant(q[:, :, -cpu_attention.PREFILL_ROWS :], k, v, 0.125)  # a block: exact
+    finally:
+        cpu_attention.prefill = cheap
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize("rows,L", [(1, 16), (3, 16), (16, 16), (3, 100)])
 def test_row_chunked_attention_is_causal_attention(rows, L):
     """The GPU verify attention (`Backend.attention_rows`): L query rows attended in chunks of

@@ -24,6 +24,9 @@ from ..layout import Layout
 from . import cpu_rows, host_ops
 
 KEY_CHUNK = 256  # p @ v reduces over fixed key chunks: see rows_invariant
+# A causal pass of more rows than this is a prompt chunk (target.PREFILL_CHUNK): no decode ever
+# compares its rows with its own, both modes prefill alike, so it takes the cheap path (`prefill`)
+PREFILL_ROWS = 128
 # Intel's padded path: a tree row copies its last chunk's keys, so shorter chunks make a tree
 # pass cheaper (trees of 15 / 31 nodes ran 4.7 / 8.5 % faster, a 1-token step no slower)
 TILED_KEY_CHUNK = 128
@@ -72,6 +75,8 @@ def rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.array] = Non
     """
     B, Hq, L, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
+    if mask is None and L > PREFILL_ROWS and host_ops.runs(q):
+        return prefill(q, k, v, scale)
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, L, D)
     scores = cpu_rows.scores(q, k[:, :, None].swapaxes(-1, -2), tile)
     if mask is None and L > 1:
@@ -80,6 +85,25 @@ def rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.array] = Non
         scores = mx.where(mask, scores, -mx.inf)
     p = softmax(scores, np.arange(S - L, S))  # a tree's rows here share the chunk of C's keys
     return _p_at_v(p, v, key_chunk(tile), batched=not tile).reshape(B, Hq, L, D)
+
+
+def prefill(q, k, v, scale):
+    """Causal attention of a prompt chunk's L rows (the last L of k's S keys), cheap rather than
+    row-invariant, all in numpy (its BLAS; no copies back and forth): one score matmul, the mask
+    on the chunk's own keys only, the softmax in place, one p @ v matmul. At 2k keys ~2.8x less
+    time than rows_invariant; the prefill's rows are never compared with a decode's."""
+    B, Hq, L, D = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    G = Hq // Hkv
+    mx.eval(q, k, v)
+    qn, kn, vn = (np.array(x, copy=False) for x in (q, k, v))
+    a = np.matmul((qn * np.float32(scale)).reshape(B, Hkv, G * L, D), kn.swapaxes(-1, -2))
+    a = a.reshape(B, Hkv, G, L, S)
+    a[..., S - L :][..., np.triu(np.ones((L, L), bool), 1)] = -np.inf  # a row's later keys
+    np.subtract(a, a.max(axis=-1, keepdims=True), out=a)
+    np.exp(a, out=a)
+    a /= a.sum(axis=-1, keepdims=True)
+    return mx.array(np.matmul(a.reshape(B, Hkv, G * L, S), vn).reshape(B, Hq, L, D))
 
 
 def softmax(scores: mx.array, positions: np.ndarray) -> mx.array:
