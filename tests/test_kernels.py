@@ -133,6 +133,7 @@ def test_a_gpu_host_runs_every_default_shape_once_at_load(monkeypatch):
     monkeypatch.setattr(engine, "stream", lambda pair, ids, cfg: runs.append((len(ids), cfg)) or iter(()))
     pair = tiny_pair("qwen3", tiny_drafter())
     monkeypatch.setattr(engine, "_costs", lambda *a, **kw: {})  # the CPU planner's probe: not here
+    monkeypatch.setattr(backend, "on_cpu", lambda: True)  # as on a CPU, wherever this runs
     engine.warm(pair)
     assert runs == []
     monkeypatch.setattr(backend, "on_cpu", lambda: False)
