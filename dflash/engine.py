@@ -173,8 +173,9 @@ def _tree_nodes(pair, cfg):
 def warm(pair, progress=lambda message: None) -> None:
     """Compile a GPU's kernels (`_warm_passes`) and time this host's passes for the default
     setting's tree planner now (once per pair), so that the first request does not wait for it
-    (~16 s on a 2-core Zen 4, a third of it the passes timed 2k tokens further in). Nothing to time where the default verifies a fixed shape or
-    the chain; a sharded target times them at its first request, on every rank at once."""
+    (~16 s on a 2-core Zen 4, a third of it the passes timed 2k tokens further in). Nothing to
+    time where the default verifies a fixed shape or the chain; a sharded target times them at
+    its first request, on every rank at once."""
     drafter = getattr(pair, "drafter", None)
     if drafter is None or pair.agree is not None:
         return

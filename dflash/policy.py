@@ -420,9 +420,10 @@ class Fallback:
     timed alone (lab/long/README.md). A plain step's ms is the median of the last STEP_SAMPLES
     timed (two after WARMUP drafted cycles, then one every RETIME drafted cycles: one stalled
     step, or a context that grew, must not decide alone), never the first step after drafted
-    cycles: on an H100 with CUDA graphs that one cost 14-47 ms against 7 in a run of steps. A shape that is not the best is
-    probed at doubling intervals, never closer than its extra cost over a step allows (as
-    Planner's probes), so a shape that does not pay costs at most about the NOISE margin.
+    cycles: on an H100 with CUDA graphs that one cost 14-47 ms against 7 in a run of steps. A
+    shape that is not the best is probed at doubling intervals, never closer than its extra cost
+    over a step allows (as Planner's probes), so a shape that does not pay costs at most about
+    the NOISE margin.
     """
 
     def __init__(self, k: int, chain: int = 0, probe_every: int = 8, max_interval: int = 64,
