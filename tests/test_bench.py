@@ -261,15 +261,15 @@ def test_host_overhead_only_against_the_profiled_chain():
 
 
 def test_cuda_command_buffer_defaults(monkeypatch):
-    """On an MLX CUDA build backend.setup() raises MLX's command-buffer sizes before mlx loads,
+    """On an MLX CUDA build backend.setup() sizes MLX's command buffers before mlx loads,
     unless the environment already says; on other builds it sets nothing."""
     from importlib import metadata
 
     from dflash.backends import cuda_env
 
     env = {"MLX_MAX_MB_PER_BUFFER": "40"}
-    assert cuda_env.apply(env, cuda=True) == {"MLX_MAX_OPS_PER_BUFFER": "100"}
-    assert env == {"MLX_MAX_OPS_PER_BUFFER": "100", "MLX_MAX_MB_PER_BUFFER": "40"}
+    assert cuda_env.apply(env, cuda=True) == {"MLX_MAX_OPS_PER_BUFFER": "20"}
+    assert env == {"MLX_MAX_OPS_PER_BUFFER": "20", "MLX_MAX_MB_PER_BUFFER": "40"}
     assert cuda_env.apply({}, cuda=False) == {}
 
     def installed(*names):

@@ -86,7 +86,7 @@ trace)  # forty-fourth session: per-cycle traces (lab/long/cycle_trace.py), grap
   done; done ;;
 pad)  # forty-fourth session's plan: do the cycles' varying shapes (the drafter's context rows) cost?
   W=lab/long/why_cycles.py
-  for r in ${ROWS:-4k-chat 2k-document}; do for e in WHY_NONE=1 WHY_PAD=16 MLX_MAX_OPS_PER_BUFFER=20; do
+  for r in ${ROWS:-4k-chat 2k-document}; do for e in ${PADS:-WHY_NONE=1 WHY_PAD=16 MLX_MAX_OPS_PER_BUFFER=20}; do
     echo "== $r $e"; env $e timeout 90 python3 $W $r 2 2>&1 | grep cycles:
   done; done ;;
 heldout)
