@@ -399,6 +399,37 @@ def test_init_from_a_drafter_directory(setup, tmp_path):
                  lambda s: None)
 
 
+def test_grow_drafts_as_before_then_trains_the_new_layers(setup, tmp_path):
+    """--grow N appends N layers to a trained drafter: the grown one drafts the very tokens the
+    trained one drafted, every cycle; training then moves the new layers, and the saved drafter
+    loads with them."""
+    from dflash.engine import Cycle
+
+    _, model, tok, ds = setup
+    first = tmp_path / "first"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=5, layers=1), progress=lambda s: None)
+    cfg = cfg_for(tmp_path / "grown", init=str(first), grow=2, steps=4, save_every=4)
+    grown, *_ = _start(Target(model, "llama", []), tok, cfg, False, lambda s: None)
+    assert len(grown.layers) == 3 and grown.args.num_hidden_layers == 3
+    assert len(grown.args.layer_types or [None] * 3) == 3
+
+    def drafts(drafter):
+        pair = Pair(Target(model, "llama", [0, 2]), drafter, tok, "tiny", None)
+        cycles = [e for e in stream(pair, [5, 6, 7], GenerationConfig(max_tokens=24, block_size=8))
+                  if isinstance(e, Cycle)]
+        return [c.drafted for c in cycles]
+
+    before = drafts(load_drafter(first, dtype=mx.float32))
+    assert sum(len(d) for d in before) > 0 and drafts(grown) == before
+
+    T.train(Target(model, "llama", []), tok, ds, cfg, progress=lambda s: None)
+    saved = load_drafter(tmp_path / "grown", dtype=mx.float32)
+    assert len(saved.layers) == 3
+    assert float(mx.abs(saved.layers[2].self_attn.o_proj.weight).max()) > 0  # it trained
+    with pytest.raises(SystemExit):
+        T.main(["--target", "x", "--out", str(tmp_path / "bad"), "--grow", "2", "--init", "target"])
+
+
 def test_follow_up_conversations(tmp_path):
     """A second user turn after each answer that ended on its own; the conversation reads back
     from a prompt file and encodes through the chat template with the answer's own tokens."""

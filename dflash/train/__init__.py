@@ -36,7 +36,7 @@ from .config import SAVE_DTYPES, TrainConfig
 from .data import DATA_FILE, FOLLOW_UPS, Dataset, follow_ups, generate_data, greedy_batch, read_prompts
 from .evaluate import evaluate, format_eval
 from .loop import CKPT_DIR, LOG_FILE, Features, load_checkpoint, lr_at, save_checkpoint, train
-from .model import (choose_mask_token, draft_vocab_from, drafter_args_for, init_from_target,
+from .model import (choose_mask_token, draft_vocab_from, drafter_args_for, grow, init_from_target,
                     target_features)
 from .parallel import rank_batch
 
@@ -45,7 +45,7 @@ __all__ = [
     "LOG_FILE", "SAVE_DTYPES", "Dataset", "Features", "FrozenIO", "TrainConfig", "accept_lengths",
     "block_loss", "build_parser", "choose_mask_token", "draft_vocab_from", "drafter_args_for",
     "drafter_forward", "evaluate", "every_anchor", "follow_ups", "format_eval", "generate_data",
-    "greedy_batch", "init_from_target", "load_checkpoint", "lr_at", "main", "pad_ids",
+    "greedy_batch", "grow", "init_from_target", "load_checkpoint", "lr_at", "main", "pad_ids",
     "position_weights", "rank_batch", "read_prompts", "sample_blocks", "save_checkpoint",
     "target_features", "train", "walk", "walk_tau",
 ]

@@ -98,6 +98,9 @@ def _drafter_args(g, c: TrainConfig) -> None:
     g.add_argument("--init", default=c.init, metavar="{random,target,DIR}",
                    help="random weights, the target's last layers, or a drafter directory to "
                         "continue from (its architecture wins over the flags above)")
+    g.add_argument("--grow", type=int, default=c.grow, metavar="N",
+                   help="with --init DIR: append N layers after that drafter's, copies of its last "
+                        "with their output projections at zero (it drafts as before until trained)")
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
@@ -272,6 +275,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("--markov-joint: give the head's rank with --markov-rank R")
     if args.markov_rank < 0:
         parser.error(f"--markov-rank {args.markov_rank}: a rank >= 1 (0: no head)")
+    if args.grow and (args.grow < 0 or args.init in ("random", "target")
+                      or (args.markov_rank and not args.markov_joint)):
+        parser.error(f"--grow {args.grow}: N >= 1 layers added to a trained drafter (--init DIR), "
+                     "trained with the rest (with --markov-rank: --markov-joint)")
     say = lambda s: print(s, file=sys.stderr, flush=True)
     if args.eval is not None:
         return _run_eval(args, say)

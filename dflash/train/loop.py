@@ -23,7 +23,7 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
 from .markov import balance, freeze_base, sibling_metrics, sibling_sums, with_head
-from .model import draft_vocab_from, drafter_args_for, init_from_target, target_features
+from .model import draft_vocab_from, drafter_args_for, grow, init_from_target, target_features
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
 
@@ -154,6 +154,9 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
             balance(drafter.markov)
         check_pair(target, drafter)
         progress(f"drafter initialised from {cfg.init} (its config: layers, taps, block, mask id)")
+        if cfg.grow:
+            drafter = grow(drafter, cfg.grow)
+            progress(f"grown by {cfg.grow} layers (identity until trained): {len(drafter.layers)} layers")
         step, total, t_train = 0, cfg.steps, 0.0
     else:
         mx.random.seed(cfg.seed)

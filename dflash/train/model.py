@@ -88,6 +88,31 @@ def init_from_target(drafter: Drafter, target) -> list[int]:
     return src
 
 
+def grow(drafter: Drafter, n: int) -> Drafter:
+    """The drafter with n more layers after its own, each a copy of its last layer whose output
+    projections (o_proj, down_proj) are zero: the residual stream passes them unchanged, so the
+    grown drafter drafts exactly as the trained one until training moves them (a campaign's
+    slices add capacity without starting over)."""
+    import dataclasses
+
+    from mlx.utils import tree_map
+
+    from ..drafter import DecoderLayer
+
+    a = drafter.args
+    types = a.layer_types or ["full_attention"] * a.num_hidden_layers
+    new_types = types + [types[-1]] * n
+    drafter.args = dataclasses.replace(a, num_hidden_layers=len(new_types), layer_types=new_types)
+    last = drafter.layers[-1]
+    for _ in range(n):
+        layer = DecoderLayer(drafter.args, new_types[-1] == "sliding_attention")
+        layer.update(tree_map(mx.array, last.parameters()))  # copies, not shared arrays
+        layer.self_attn.o_proj.weight = mx.zeros_like(last.self_attn.o_proj.weight)
+        layer.mlp.down_proj.weight = mx.zeros_like(last.mlp.down_proj.weight)
+        drafter.layers.append(layer)
+    return drafter
+
+
 def target_features(target, ids: mx.array):
     """The tapped layer outputs [S, L, n_taps*H] of a causal pass over ids [S, L] (no cache); the
     layers after the last tap and the head are skipped."""
