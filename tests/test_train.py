@@ -430,6 +430,29 @@ def test_grow_drafts_as_before_then_trains_the_new_layers(setup, tmp_path):
         T.main(["--target", "x", "--out", str(tmp_path / "bad"), "--grow", "2", "--init", "target"])
 
 
+def test_window_trains_and_ships_with_the_drafter(setup, tmp_path):
+    """--window W gives every layer the context's last W positions in the training steps and in
+    the saved config; the engine then drafts with it and stays lossless; 0 is the whole context."""
+    _, model, tok, ds = setup
+    first = tmp_path / "first"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(first, steps=3), progress=lambda s: None)
+    out = tmp_path / "w"
+    T.train(Target(model, "llama", []), tok, ds, cfg_for(out, init=str(first), window=3, steps=3),
+            progress=lambda s: None)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["sliding_window"] == 3 and cfg["layer_types"] == ["sliding_attention"] * 2
+    drafter = load_drafter(out)
+    assert [l.self_attn.window for l in drafter.layers] == [3, 3]
+    pair = Pair(Target(model, "llama", [0, 2]), drafter, tok, "tiny", str(out))
+    *_, d = stream(pair, [5, 6, 7, 8, 9, 10], GenerationConfig(max_tokens=20, block_size=8))
+    *_, t = stream(pair, [5, 6, 7, 8, 9, 10], GenerationConfig(mode="target", max_tokens=20))
+    assert d.text == t.text and d.cycles < 20  # it drafted, past its 3-position window
+    for w, want in ((0, None), (5, 5)):  # what the training steps' masks read (blocks.context_mask)
+        d, *_ = _start(Target(model, "llama", []), tok, cfg_for(tmp_path / f"w{w}", init=str(out), window=w),
+                       False, lambda s: None)
+        assert [l.self_attn.window for l in d.layers] == [want, want]
+
+
 def test_follow_up_conversations(tmp_path):
     """A second user turn after each answer that ended on its own; the conversation reads back
     from a prompt file and encodes through the chat template with the answer's own tokens."""

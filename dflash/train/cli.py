@@ -101,6 +101,10 @@ def _drafter_args(g, c: TrainConfig) -> None:
     g.add_argument("--grow", type=int, default=c.grow, metavar="N",
                    help="with --init DIR: append N layers after that drafter's, copies of its last "
                         "with their output projections at zero (it drafts as before until trained)")
+    g.add_argument("--window", type=int, default=c.window, metavar="W",
+                   help="every drafter layer sees the context's last W positions (0: all of it), "
+                        "in training and in the saved config (default: the drafter's own; full "
+                        "for a new one)")
     g.add_argument("--draft-vocab", type=int, default=c.draft_vocab, metavar="N",
                    help="ship the N most frequent answer tokens as the draft vocabulary "
                         "(a cheaper draft head; 0: the whole vocabulary)")
@@ -275,6 +279,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("--markov-joint: give the head's rank with --markov-rank R")
     if args.markov_rank < 0:
         parser.error(f"--markov-rank {args.markov_rank}: a rank >= 1 (0: no head)")
+    if args.window is not None and args.window < 0:
+        parser.error(f"--window {args.window}: W >= 1 positions, or 0 for the whole context")
     if args.grow and (args.grow < 0 or args.init in ("random", "target")
                       or (args.markov_rank and not args.markov_joint)):
         parser.error(f"--grow {args.grow}: N >= 1 layers added to a trained drafter (--init DIR), "

@@ -23,6 +23,7 @@ class TrainConfig:
     mask_token_id: Optional[int] = None  # None: choose_mask_token()
     init: str = "random"  # "target": copy the target's last layers; or a drafter directory
     grow: int = 0  # with init=DIR: append this many layers, identity at the start (model.grow)
+    window: Optional[int] = None  # every layer's context window (0: the whole context); None: as built
     draft_vocab: int = 0  # > 0: ship the N most frequent answer tokens as the draft vocabulary
     markov_rank: int = 0  # > 0 with init=DIR: train a Markov head of this rank (markov.py)
     markov_joint: bool = False  # with markov_rank: the base trains with its head (DSpark)

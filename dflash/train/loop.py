@@ -23,7 +23,8 @@ from .blocks import (BLOCK_KEYS, FrozenIO, accept_lengths, block_loss, every_anc
 from .config import SAVE_DTYPES, TrainConfig
 from .data import Dataset
 from .markov import balance, freeze_base, sibling_metrics, sibling_sums, with_head
-from .model import draft_vocab_from, drafter_args_for, grow, init_from_target, target_features
+from .model import (draft_vocab_from, drafter_args_for, grow, init_from_target, set_window,
+                    target_features)
 from .parallel import check_replicas, from_rank0, rank_batch, world_group
 from .progress import SilentBar, progress_bar
 
@@ -167,6 +168,9 @@ def _start(target, tokenizer, cfg: TrainConfig, resume: bool, progress):
             progress(f"drafter layers initialised from target layers {src}")
         drafter.norm.weight = target.backbone.norm.weight.astype(mx.float32)
         step, total, t_train = 0, cfg.steps, 0.0
+    if cfg.window is not None:
+        drafter = set_window(drafter, cfg.window)
+        progress(f"context window: {cfg.window or 'the whole context'}")
     if cfg.markov_rank:  # the head trains; the base only if joint
         if cfg.init in ("target", "random"):
             raise ValueError("--markov-rank trains the head of a trained drafter: give --init DIR")

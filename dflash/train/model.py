@@ -113,6 +113,20 @@ def grow(drafter: Drafter, n: int) -> Drafter:
     return drafter
 
 
+def set_window(drafter: Drafter, window: int) -> Drafter:
+    """Every layer of the drafter sees its context's last `window` positions (0: all of it), in
+    the training steps (blocks.context_mask reads each layer's window) and in the saved config,
+    which the engine then follows."""
+    import dataclasses
+
+    kind = "sliding_attention" if window else "full_attention"
+    drafter.args = dataclasses.replace(drafter.args, layer_types=[kind] * len(drafter.layers),
+                                       sliding_window=window or None)
+    for layer in drafter.layers:
+        layer.self_attn.window = window or None
+    return drafter
+
+
 def target_features(target, ids: mx.array):
     """The tapped layer outputs [S, L, n_taps*H] of a causal pass over ids [S, L] (no cache); the
     layers after the last tap and the head are skipped."""

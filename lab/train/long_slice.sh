@@ -8,7 +8,8 @@
 #   grow SECONDS     issue 54's next design: the shipped drafter (or INIT=DIR, the last slice's,
 #                    carried in and joined) with GROW (3) more layers, identity at the start
 #                    (`train --grow`), trained with the rest on those answers; a new schedule each
-#                    slice (weights only travel); the drafter comes back split in $OUT
+#                    slice (weights only travel); the drafter comes back split in $OUT;
+#                    WINDOW=W: every layer sees its context's last W positions (0: all), GROW=0: none added
 # NATDATA=F.npz.xz: the natural prompts' answers from a token file carried in (the 8,058 of
 # lab/train/smollm2-selfdistill-natural.npz.xz, in git at 0473aa8^) instead of generating NAT
 set -uo pipefail
@@ -39,7 +40,7 @@ grow)
   python3 -m dflash train $COMMON "${DATA[@]}" --init ${INIT:-assets/smollm2-135m-instruct-dflash} \
     --grow ${GROW:-3} --markov-rank 128 --markov-joint --dropout 0.1 --dtype bfloat16 --seq-len 4352 \
     --batch-seqs 8 --anchors 64 --group-lengths --lr ${LR:-3e-4} --warmup 0.02 --steps 0 --train-seconds 0 \
-    --time-limit ${2:?seconds} --save-every 200 --save-dtype float16
+    --time-limit ${2:?seconds} --save-every 200 --save-dtype float16 ${WINDOW:+--window $WINDOW}
   ls -la $R
   split -b 16000000 -d $R/model.safetensors $OUT/model.part.
   cp $R/config.json $R/train_log.jsonl $R/draft_vocab.npy $OUT/ ;;
