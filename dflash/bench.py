@@ -36,6 +36,7 @@ from .cli import add_distributed_arg, add_generation_args, add_model_args, comma
 from .config import GenerationConfig
 from .events import Summary
 from .load import TARGET_DTYPES
+from .metrics import pass_stats
 from .registry import ASSETS
 from .guard import has_surrogate
 from .verdict import first_divergence
@@ -122,7 +123,7 @@ def _generate(pair, ids: list[int], cfg: GenerationConfig) -> tuple[Summary, dic
     cycle_ms = s.decode_s / n * 1e3
     stats = {
         "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, "tokens": s.tokens, "cycles": s.cycles,
-        "tau": s.tau, "acceptance_rate": s.acceptance_rate, "tokens_verified": _mean_verified(events),
+        "tau": s.tau, "acceptance_rate": s.acceptance_rate, **pass_stats(events),
         **{f"{k}_ms": v for k, v in per_cycle.items()},
         "cycle_ms": cycle_ms,
         # time inside a cycle that none of the engine's draft/verify/rollback timers saw
@@ -131,19 +132,15 @@ def _generate(pair, ids: list[int], cfg: GenerationConfig) -> tuple[Summary, dic
     return s, stats
 
 
-def _mean_verified(events) -> float:
-    """Mean tokens per target pass (the verify length, or the tree's nodes + 1)."""
-    passes = [e.block_size for e in events if e.kind == "cycle"]
-    return sum(passes) / len(passes) if passes else 0.0
-
-
 def _peer_stats(r) -> dict:
     return {"decode_tok_s": r.decode_tok_s, "ttft_s": r.ttft_s, "tokens": len(r.token_ids),
             "cycles": r.cycles, "tau": r.tau, "reported_tok_s": r.reported_tok_s}
 
 
 def _medians(runs: list[dict]) -> dict:
-    return {k: median(r[k] for r in runs) for k in runs[0]}
+    """Numbers: the median over repeats; anything else (`passes`): the last run's."""
+    return {k: median(r[k] for r in runs) if isinstance(v, (int, float)) else runs[-1][k]
+            for k, v in runs[0].items()}
 
 
 def _first_divergence(ref: tuple, outputs: list[tuple]) -> Optional[int]:

@@ -1,5 +1,5 @@
 """`/metrics`: the last requests and running totals per mode and prompt length, all from the
-engine's Summary events (docs/api.md)."""
+engine's Summary events (docs/api.md); `bench`'s per-pass statistics from its Cycle events."""
 
 from __future__ import annotations
 
@@ -18,6 +18,20 @@ def dflash_stats(s: Summary, note: Optional[str] = None) -> dict:
     return {"mode": s.mode, "block_size": s.block_size, "verify": s.verify, "tau": s.tau,
             "acceptance_rate": s.acceptance_rate, "cycles": s.cycles, "tokens": s.tokens,
             "decode_tok_s": s.decode_tok_s, "ttft_s": s.ttft_s, **({"note": note} if note else {})}
+
+
+def pass_stats(events) -> dict:
+    """tokens_verified: mean tokens per target pass (a chain's verify length, a tree's nodes + 1);
+    passes: per pass size (1: a plain step), its cycles, mean ms and tokens committed, i.e. which
+    shapes a default such as policy.Fallback ran and what each cost."""
+    by: dict[int, list] = {}
+    for e in (e for e in events if e.kind == "cycle"):
+        p = by.setdefault(e.block_size, [0, 0.0, 0])
+        p[0], p[1], p[2] = p[0] + 1, p[1] + e.draft_s + e.verify_s + e.rollback_s, p[2] + len(e.committed)
+    n = sum(p[0] for p in by.values())
+    return {"tokens_verified": sum(k * p[0] for k, p in by.items()) / n if n else 0.0,
+            "passes": {str(k): {"cycles": c, "ms": 1e3 * t / c, "tokens": m / c}
+                       for k, (c, t, m) in sorted(by.items())}}
 
 
 # ---- metrics ----

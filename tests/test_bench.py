@@ -71,6 +71,13 @@ def test_bench_json_plot_and_profile(setup, capsys):
         assert 1.0 <= r["dflash"]["tau"] <= 8 and r["target"]["tau"] == 1.0
         for k in ("draft_ms", "verify_ms", "rollback_ms", "cycle_ms", "ttft_s"):
             assert r["dflash"][k] >= 0
+        # the last run's passes by size (which shapes the default chose) commit every token but
+        # the prefill's (the repeats' cycle counts may differ: the CPU planner follows timings)
+        passes = r["dflash"]["passes"]
+        committed = sum(p["cycles"] * p["tokens"] for p in passes.values())
+        assert committed == pytest.approx(r["dflash"]["tokens"] - 1)
+        assert all(1 <= int(k) <= 65 and p["ms"] > 0 for k, p in passes.items())
+        assert list(r["target"]["passes"]) == ["1"] and r["target"]["passes"]["1"]["tokens"] == 1
     assert doc["overall"]["all_identical"] and doc["suites"]["math"]["prompts"] == 2
     prof = doc["profile"]
     assert set(prof["verify_ms"]) == {"1", "2", "4", "8", "16", str(doc["settings"]["block_size"])}
