@@ -401,6 +401,7 @@ def run(pair, suites: dict[str, list[dict]], cfg: GenerationConfig, repeat: int 
         "suites": {s: aggregate([r for r in rows if r["suite"] == s]) for s in encoded},
         "overall": aggregate(rows),
         "profile": None,
+        "step_prior": getattr(pair, "step_prior", None),  # a GPU's warm steps (policy.Fallback)
     }
     if with_profile:
         log("profiling one cycle on the first prompt")

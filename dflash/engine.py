@@ -151,7 +151,8 @@ def _plan(pair, cfg, n_prompt):
         planner = Planner(_costs(pair, B), B)
     elif dflash and cfg.tree is None and cfg.block_size is None:  # the host's fixed default shape:
         # a tree's spine as a chain, or plain steps, where they commit more per second
-        planner = Fallback(B) if nodes is None else Fallback(nodes + 1, chain=B)
+        prior = getattr(pair, "step_prior", None)
+        planner = Fallback(B, prior=prior) if nodes is None else Fallback(nodes + 1, chain=B, prior=prior)
     if planner and pair.agree is not None:  # a sharded target: its choices checked on every rank
         planner = pair.agree.planner(planner)
     return B, nodes, note, planner
@@ -194,14 +195,21 @@ WARM_TOKENS = 48  # enough for the default's every shape: tree, its spine, plain
 def _warm_passes(pair, progress=lambda message: None) -> None:
     """On a GPU, one short default generation at each of WARM_CONTEXTS: MLX compiles kernels at
     their first use (NVRTC on CUDA: a long context's first tree pass took 2-5 s and its first
-    chain 41 s on an H100), which must not land in a request's timed cycles."""
+    chain 41 s on an H100), which must not land in a request's timed cycles. Their fastest plain
+    steps become `pair.step_prior`, which spares a request's Fallback timing steps of its own
+    while drafting clearly pays."""
     if backend.on_cpu():
         return
     progress("running the default once at a short and a long context (the GPU compiles its kernels)")
     V, limit = pair.target.vocab_size, (pair.target.max_context or 10**9) - WARM_TOKENS - MAX_TREE - 2
+    pair.step_prior, prior = None, []  # the generations time their own plain steps
     for n in (min(c, limit) for c in WARM_CONTEXTS):
-        for _ in stream(pair, [(i * 7919) % V for i in range(n)], GenerationConfig(max_tokens=WARM_TOKENS)):
-            pass
+        steps = [(n + c.total_tokens, 1e3 * c.verify_s) for c in stream(
+            pair, [(i * 7919) % V for i in range(n)], GenerationConfig(max_tokens=WARM_TOKENS))
+            if c.kind == "cycle" and c.block_size == 1]
+        if steps:
+            prior.append(min(steps, key=lambda s: s[1]))  # the fastest: a step in a run of steps
+    pair.step_prior = tuple(prior) if len(prior) == len(WARM_CONTEXTS) else None
 
 
 def _costs(pair, B, tree_nodes=None) -> dict:

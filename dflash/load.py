@@ -24,6 +24,7 @@ class Pair:
     model_id: str
     draft_id: Optional[str]
     costs: Optional[dict] = None  # measured forward costs, for adaptive verify lengths (policy.py)
+    step_prior: Optional[tuple] = None  # ((context, ms), ...): a GPU's warm steps (policy.Fallback)
     backend: Backend = field(default_factory=Backend)  # what the pair computes with (backend.py)
     # a sharded target (distributed.py): agree(cycle, finish) raises unless every rank's
     # cycle took the same decision

@@ -388,6 +388,7 @@ WARMUP = 4  # TreePlanner: drafted cycles before drafting may be judged not to p
 
 STEP_SAMPLES = 3  # Fallback: a plain step's cost is the median of the last this many timed
 RETIME = 32  # Fallback: while drafting pays, one plain step re-timed every this many drafted cycles
+PRIOR_MARGIN = 1.5  # Fallback: drafting this far ahead of a prior step's rate: no step timed
 
 
 class _Shape:
@@ -424,12 +425,18 @@ class Fallback:
     shape that is not the best is probed at doubling intervals, never closer than its extra cost
     over a step allows (as Planner's probes), so a shape that does not pay costs at most about
     the NOISE margin.
+
+    `prior`: (context, ms) of the fastest plain steps this process's warm generations took
+    (engine.warm, on a GPU). Timing steps costs a short answer several one-token cycles; with a
+    prior they are timed only while the best drafted shape commits less than PRIOR_MARGIN
+    times a prior step's tokens per ms (a real step in a run is no faster than the prior's).
     """
 
     def __init__(self, k: int, chain: int = 0, probe_every: int = 8, max_interval: int = 64,
-                 weight: float = 0.25):
+                 weight: float = 0.25, prior: Optional[tuple] = None):
         self.shapes = [_Shape(k, probe_every)] + ([_Shape(chain, probe_every)] if chain else [])
         self.steps: list[float] = []  # the last STEP_SAMPLES plain steps' ms
+        self.prior, self.context = prior, 0
         self.weight, self.base, self.max_interval = weight, probe_every, max_interval
         self.cycles = self.since_step = 0
         self._shape = self.shapes[0]  # the drafted shape of the cycle under way
@@ -445,10 +452,21 @@ class Fallback:
 
     @property
     def step_ms(self) -> Optional[float]:
-        return float(np.median(self.steps)) if self.steps else None
+        """The timed steps' median; before any, the prior's at this context (None: no prior)."""
+        if self.steps:
+            return float(np.median(self.steps))
+        return step_prior(self.prior, self.context) if self.prior else None
 
     def at(self, context: int) -> None:
-        """Nothing to read off: the real cycles' costs already follow the context."""
+        """The context length, for the prior; the real cycles' costs already follow it."""
+        self.context = context
+
+    def _step_in_doubt(self) -> bool:
+        """Whether plain steps must be timed: always once timed or without a prior; with one,
+        while the best drafted shape is within PRIOR_MARGIN of a prior step's rate."""
+        if self.steps or not self.prior:
+            return True
+        return max(s.rate() for s in self.shapes) < PRIOR_MARGIN / self.step_ms
 
     def choose(self, tr: tree_mod.Tree) -> tree_mod.Tree:
         """The drafted tree, or its spine where the chain's turn has come."""
@@ -457,7 +475,7 @@ class Fallback:
     def _best(self) -> Optional[_Shape]:
         """The drafted shape that commits the most tokens per second, None where steps win."""
         best = max(self.shapes, key=_Shape.rate)
-        return best if not self.steps or best.rate() >= NOISE / self.step_ms else None
+        return best if self.step_ms is None or best.rate() >= NOISE / self.step_ms else None
 
     def pays(self) -> bool:
         return self._best() is not None
@@ -466,7 +484,7 @@ class Fallback:
         full = self.shapes[0]
         if full.cycles < WARMUP:
             self._shape = full
-        elif len(self.steps) < 2 or self.since_step >= RETIME:
+        elif (len(self.steps) < 2 or self.since_step >= RETIME) and self._step_in_doubt():
             return 1  # time what a plain step costs here (again)
         elif (new := next((s for s in self.shapes if s.cycles < 2), None)) is not None:
             self._shape = new  # the chain's first cycles
@@ -493,12 +511,21 @@ class Fallback:
         self._after_draft = True
         shape = self._shape
         shape.add(1 + acc, ms, self.weight)
-        if shape is self._best() or not self.steps:
+        if shape is self._best() or self.step_ms is None:
             shape.interval = self.base
         else:  # it lost: its next probe waits twice as long, and never costs more than NOISE
             min_gap = math.ceil((shape.ms / self.step_ms - 1) / (NOISE - 1))
             shape.interval = max(min(2 * shape.interval, self.max_interval), min_gap)
             shape.probe_at = self.cycles + shape.interval
+
+
+def step_prior(points: tuple, context: int) -> float:
+    """A plain step's ms at `context`, read linearly off (context, ms) points (Fallback's prior),
+    never below the fastest of them."""
+    (c0, m0), (c1, m1) = points[0], points[-1]
+    if c1 == c0:
+        return min(m0, m1)
+    return max(min(m0, m1), m0 + (m1 - m0) * (context - c0) / (c1 - c0))
 
 
 class TreePlanner(_Costed):

@@ -129,8 +129,15 @@ def test_a_gpu_host_runs_every_default_shape_once_at_load(monkeypatch):
     from dflash.config import GenerationConfig
     from tests.tiny import tiny_drafter, tiny_pair
 
+    from dflash.events import Cycle
+
     runs = []
-    monkeypatch.setattr(engine, "stream", lambda pair, ids, cfg: runs.append((len(ids), cfg)) or iter(()))
+
+    def stream(pair, ids, cfg):  # a tree cycle, then plain steps of 9 and 7 ms (12 tokens in)
+        runs.append((len(ids), cfg))
+        return iter([Cycle(0, 65, (), 3, (), 0.002, 0.02, 0.0, 0.1, 5, 3),
+                     *(Cycle(i, 1, (), 0, (), 0.0, ms / 1e3, 0.0, 0.1, 5 + i, 3) for i, ms in ((1, 9.0), (7, 7.0)))])
+    monkeypatch.setattr(engine, "stream", stream)
     pair = tiny_pair("qwen3", tiny_drafter())
     monkeypatch.setattr(engine, "_costs", lambda *a, **kw: {})  # the CPU planner's probe: not here
     monkeypatch.setattr(backend, "on_cpu", lambda: True)  # as on a CPU, wherever this runs
@@ -144,3 +151,5 @@ def test_a_gpu_host_runs_every_default_shape_once_at_load(monkeypatch):
     assert [n for n, _ in runs] == [min(c, limit) for c in engine.WARM_CONTEXTS]
     assert engine.WARM_CONTEXTS[1] * 65 > kernels.KERNEL_MAX_SCORES  # past the kernel: the split one
     assert all(cfg == GenerationConfig(max_tokens=engine.WARM_TOKENS) for _, cfg in runs)  # the default
+    # their fastest plain steps: Fallback's prior for plain steps (policy.step_prior)
+    assert pair.step_prior == tuple((n + 12, 7.0) for n, _ in runs)

@@ -197,6 +197,26 @@ def test_fallback_runs_the_tree_its_spine_or_plain_steps_by_what_commits_most():
     assert run((48.0, 4), (20.0, 2)).count(1) > 120  # plain steps
 
 
+def test_fallback_with_a_prior_times_no_steps_while_drafting_clearly_pays():
+    """With the plain steps a GPU's warm generations took as a prior (engine.warm), a short
+    answer is not spent timing steps while the tree commits well over a prior step's rate
+    (H100: 3 steps of 7-25 cycles on the bench prompts); near or below it, steps are timed and
+    decide as without a prior, and a tree that stops paying gives way to them."""
+    from dflash.policy import WARMUP, Fallback, step_prior
+
+    prior = ((200, 8.0), (1500, 9.0))
+    assert (step_prior(prior, 0), step_prior(prior, 200), step_prior(prior, 2800)) == (8.0, 8.0, 10.0)
+    fb = Fallback(65, prior=prior)
+    fb.at(300)
+    assert _fallback_run(fb, 200, 16.0, 5).count(1) == 0  # 0.31 tokens/ms against a step's 0.125
+    assert _fallback_run(Fallback(65), 200, 16.0, 5).count(1) >= 3  # without a prior: timed
+    slow = _fallback_run(Fallback(65, prior=prior), 200, 48.0, 4)  # 0.083 tokens/ms: steps win
+    assert slow[WARMUP] == 1 and slow[-100:].count(1) > 85, slow
+    fb = Fallback(65, prior=prior)
+    ks = _fallback_run(fb, 100, 16.0, 5) + _fallback_run(fb, 200, 48.0, 4)  # pays, then does not
+    assert ks[:100].count(1) == 0 and ks[-100:].count(1) > 80, ks
+
+
 def test_a_chain_shaped_cycle_is_the_tree_s_spine():
     from dflash.policy import Fallback
     from dflash.tree import Tree
