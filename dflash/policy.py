@@ -418,7 +418,7 @@ class Fallback:
 
     Judged only on what cycles really commit and cost, not on probed passes: on MLX's CUDA
     backend a long context's tree pass inside a captured graph costs several times the same pass
-    timed alone (lab/long/README.md). A plain step's ms is the median of the last STEP_SAMPLES
+    timed alone (docs/performance.md). A plain step's ms is the median of the last STEP_SAMPLES
     timed (two after WARMUP drafted cycles, then one every RETIME drafted cycles: one stalled
     step, or a context that grew, must not decide alone), never the first step after drafted
     cycles: on an H100 with CUDA graphs that one cost 14-47 ms against 7 in a run of steps. A

@@ -16,6 +16,9 @@ set -uo pipefail
 phase=${1:?phase}
 bash lab/bench/h200.sh setup > /dev/null || exit 1
 . /tmp/dflash-env.sh
+# training's compiled steps were timed with 100-op command buffers (135 ms a step, slice 2); the
+# engine's default of 20 is for decoding (dflash/backends/cuda_env.py)
+export MLX_MAX_OPS_PER_BUFFER=${MLX_MAX_OPS_PER_BUFFER:-100}
 R=/tmp/long
 DATA=()
 if [ -n "${NATDATA:-}" ]; then
