@@ -90,7 +90,7 @@ def test_embedded_pair_dflash_equals_target_only():
 
 
 @pytest.mark.skipif(backend.active().row_tile != 0, reason="batched only with the Sandybridge kernels")
-@pytest.mark.parametrize("L,S", [(1, 1100), (16, 1100), (16, 1024), (5, 700)])
+@pytest.mark.parametrize("L,S", [(1, 1100), (16, 1100), (16, 1024), (5, 700), (16, 7000), (1, 8100)])
 def test_batched_chunks_sum_what_the_loop_sums(L, S):
     """p @ v with the whole key chunks' products in one batched matmul (`_p_at_v`) is bitwise the
     chunk-by-chunk loop, with several chunks (whose order would show) and a padded last one."""

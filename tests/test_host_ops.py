@@ -71,6 +71,24 @@ def test_softmax_rows_past_a_chunk_sum_by_position(chunk):
             assert np.array_equal(alone, kept), (p0, i)
 
 
+def test_tail_mask_equals_masking_the_scores():
+    """Masking the pass's own keys inside the softmax (tail_mask) gives the bits of scores masked
+    to -inf beforehand, also where a masked key's score is far above the row's own (it must stay
+    out of the row's max) and for a tree's visibility rather than the causal one."""
+    rng = np.random.default_rng(7)
+    L, S = 6, 700
+    x = (rng.standard_normal((2, 3, L, S)) * 4).astype(np.float32)
+    x[..., -L:] += 60  # the pass's own keys score far higher than the context's
+    first = np.arange(S - L, S) // 256 * 256
+    for seen in (np.tri(L, dtype=bool), np.tri(L, dtype=bool) & (rng.random((L, L)) < 0.6) | np.eye(L, dtype=bool)):
+        masked = x.copy()
+        masked[..., -L:][..., ~seen] = -np.inf
+        ref = np.array(host_ops.softmax(mx.array(masked), first, 256))
+        ours = np.array(host_ops.softmax(mx.array(x), first, 256, tail_mask=seen))
+        assert np.array_equal(ours, ref)
+        assert (ours[..., -L:][..., ~seen] == 0).all()
+
+
 def test_swiglu_matches_mlx_lm():
     g = mx.random.normal((1, 9, 64), key=mx.random.key(2)) * 5
     g = mx.concatenate([g, mx.full((1, 9, 2), -100.0)], -1)  # exp(-g) overflows: SiLU's 0

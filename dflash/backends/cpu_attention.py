@@ -66,12 +66,13 @@ def key_chunk(tile: int) -> int:
     return TILED_KEY_CHUNK if tile else KEY_CHUNK
 
 
-def rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.array] = None):
+def rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[np.ndarray] = None):
     """Causal attention whose p @ v sums fixed-size key chunks (key_chunk) aligned at position 0.
 
     A token's row reduces over the same chunks in the same order whether it is decoded alone
-    (t+1 keys) or inside a block (t+L keys, the later ones weighted exactly 0). mask [L, S]:
-    which keys each row sees, instead of the causal ones (a tree: TreeAttention).
+    (t+1 keys) or inside a block (t+L keys, the later ones weighted exactly 0). mask [L, L]:
+    which of the pass's own keys each row sees, instead of the causal ones (a tree:
+    TreeAttention); every row sees all the keys before them.
     """
     B, Hq, L, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
@@ -80,10 +81,8 @@ def rows_invariant(q, k, v, scale, tile: int = 0, mask: Optional[mx.array] = Non
     q = (q * scale).reshape(B, Hkv, Hq // Hkv, L, D)
     scores = cpu_rows.scores(q, k[:, :, None].swapaxes(-1, -2), tile)
     if mask is None and L > 1:
-        mask = mx.arange(S)[None] <= mx.arange(S - L, S)[:, None]
-    if mask is not None:
-        scores = mx.where(mask, scores, -mx.inf)
-    p = softmax(scores, np.arange(S - L, S))  # a tree's rows here share the chunk of C's keys
+        mask = np.tri(L, dtype=bool)
+    p = softmax(scores, np.arange(S - L, S), mask)  # a tree's rows here share the chunk of C's keys
     return _p_at_v(p, v, key_chunk(tile), batched=not tile).reshape(B, Hq, L, D)
 
 
@@ -106,11 +105,16 @@ def prefill(q, k, v, scale):
     return mx.array(np.matmul(a.reshape(B, Hkv, G * L, S), vn).reshape(B, Hq, L, D))
 
 
-def softmax(scores: mx.array, positions: np.ndarray) -> mx.array:
-    """The attention's softmax over keys, rows at these positions [L]: in numpy on a CPU
-    (host_ops), each row's keys before its own KEY_CHUNK in fixed chunks, then in order."""
+def softmax(scores: mx.array, positions: np.ndarray, tail_mask: Optional[np.ndarray] = None) -> mx.array:
+    """The attention's softmax over keys, rows at these positions [L], each seeing the keys
+    before the last k and, of those, the ones tail_mask [L, k] marks (None: all): in numpy on a
+    CPU (host_ops), each row's keys before its own KEY_CHUNK in fixed chunks, then in order."""
     if host_ops.runs(scores):
-        return host_ops.softmax(scores, positions // KEY_CHUNK * KEY_CHUNK, KEY_CHUNK)
+        return host_ops.softmax(scores, positions // KEY_CHUNK * KEY_CHUNK, KEY_CHUNK, tail_mask)
+    if tail_mask is not None:
+        seen = np.ones((tail_mask.shape[0], scores.shape[-1]), dtype=bool)
+        seen[:, -tail_mask.shape[-1] :] = tail_mask
+        scores = mx.where(mx.array(seen), scores, -mx.inf)
     return mx.softmax(scores, axis=-1, precise=True)
 
 
@@ -118,7 +122,7 @@ def _p_at_v(p, v, chunk: int, batched: bool) -> mx.array:
     """p [B, Hkv, G, L, S] @ v [B, Hkv, S, D] summed key chunk by key chunk in order, as
     _add_chunks; `batched`: the whole chunks' products in one matmul (a chunk's product is what
     the loop's call computes where a row's result does not depend on its call's other rows: the
-    Sandybridge kernels), which saves a call and an add per chunk."""
+    Sandybridge kernels) and summed by one reduction, which saves two ops per chunk."""
     B, Hkv, G, L, S = p.shape
     n, D = S // chunk, v.shape[-1]
     if not batched or n < 2:
@@ -126,9 +130,7 @@ def _p_at_v(p, v, chunk: int, batched: bool) -> mx.array:
     c0 = n * chunk
     pc = p[..., :c0].reshape(B, Hkv, G * L, n, chunk).swapaxes(2, 3)  # [B, Hkv, n, G L, chunk]
     products = pc @ v[:, :, :c0].reshape(B, Hkv, n, chunk, D)
-    out = products[:, :, 0]
-    for c in range(1, n):
-        out = out + products[:, :, c]
+    out = products.sum(axis=2)  # MLX's CPU reduces an outer axis in order: the loop's adds, one op
     return _add_chunks(out.reshape(B, Hkv, G, L, D), p[..., c0:], v[:, :, None, c0:], chunk)
 
 
@@ -157,8 +159,7 @@ class TreeAttention:
     def __init__(self, tree: Layout, C: int, tile: int):
         chunk, R = key_chunk(tile), tree.visible.shape[0]
         if not tile and C % chunk + R <= chunk:
-            mask = mx.concatenate([mx.ones((R, C), dtype=mx.bool_), tree.visible], axis=1)
-            self.attend = partial(rows_invariant, mask=mask)
+            self.attend = partial(rows_invariant, mask=np.array(tree.visible))
         else:
             valid = mx.arange(tree.ancestors.shape[1])[None] <= tree.depth[:, None]
             off = _off_spine_keys(tree, C, chunk)
