@@ -328,7 +328,16 @@ class DraftContext:
 
     def cache(self) -> list:
         if self.pending:
-            self.drafter.extend_context(mx.concatenate(self.pending, axis=1), self._cache)
+            blocks, keep = self.pending, self._cache[0].keep
+            if keep is not None:  # a windowed drafter: blocks wholly before its window are
+                i, tail = len(blocks), 0  # counted, never gathered (a long prompt's prefill)
+                while i > 0 and tail < keep:
+                    i, tail = i - 1, tail + blocks[i - 1].shape[1]
+                if i:
+                    for c in self._cache:
+                        c.skip(sum(b.shape[1] for b in blocks[:i]))
+                    blocks = blocks[i:]
+            self.drafter.extend_context(mx.concatenate(blocks, axis=1), self._cache)
             self.pending = []
         return self._cache
 

@@ -56,6 +56,46 @@ def test_short_verify_reads_the_whole_trained_block():
     assert not mx.allclose(short, cut, atol=1e-4).item()
 
 
+@pytest.mark.parametrize("host_draft", [True, False])
+def test_a_windowed_cache_projects_only_what_a_draft_sees(host_draft, monkeypatch):
+    """A drafter whose layers all have a window keeps (and projects) only the context's latest
+    `window` positions, in one long extend or many short ones, and drafts what a cache of the
+    whole context drafts, on the numpy and the MLX pass."""
+    from dflash import backend
+    from dflash.drafter import ContextCache
+
+    if not host_draft:
+        monkeypatch.setattr(backend, "uses", lambda name: name != "host_draft")
+    d = tiny_drafter(taps=(0, 2), window=6)
+    t = tiny_pair("qwen3", d).target
+    _, feats, _ = t.forward(mx.array([list(range(3, 43))]), t.make_cache())  # 40 positions
+    projected = []
+    project = d.project
+    d.project = lambda f: projected.append(f.shape[1]) or project(f)
+    whole = [ContextCache() for _ in d.layers]  # keeps every position, as a full-attention drafter's
+    d.extend_context(feats, whole)
+    for cuts in ([40], [3, 30, 1, 6], [10, 2, 28]):
+        cache, at = d.make_cache(), 0
+        for n in cuts:
+            d.extend_context(feats[:, at : at + n], cache)
+            at += n
+        assert [c.offset for c in cache] == [40, 40] and cache[0].keys_and_values()[0].shape[2] == 6
+        assert mx.allclose(d.propose(t, 9, d.block_size, cache), d.propose(t, 9, d.block_size, whole),
+                           atol=1e-5).item(), cuts
+    from dflash.engine import DraftContext
+    for cuts in ([40], [10, 20, 3, 7], [35, 5], [1] * 40):  # a prefill's chunks, plain steps
+        context, at = DraftContext(d), 0
+        for n in cuts:
+            context.add(feats[:, at : at + n])
+            at += n
+        cache = context.cache()
+        assert [c.offset for c in cache] == [40, 40] and cache[0].keys_and_values()[0].shape[2] == 6
+        assert mx.allclose(d.propose(t, 9, d.block_size, cache), d.propose(t, 9, d.block_size, whole),
+                           atol=1e-5).item(), cuts
+    assert projected[1] == 6 and max(projected[1:]) <= 6  # never more rows than the window
+    assert whole[0].keys_and_values()[0].shape[2] == 40
+
+
 def test_default_taps_match_reference():
     assert default_taps(36, 5) == [1, 9, 17, 25, 33]
 

@@ -49,6 +49,7 @@ def forward(drafter, block_embeds: mx.array, cache: list) -> mx.array:
         start, mask = attn.visible(c.offset, L)
         if c.offset:
             ctx_k, ctx_v = c.keys_and_values()
+            start -= c.offset - ctx_k.shape[2]  # the cache may keep only the latest positions
             keys = mx.concatenate([ctx_k[:, :, start:], keys], 2)
             values = mx.concatenate([ctx_v[:, :, start:], values], 2)
         q = mx.array(q.reshape(Hkv, Hq // Hkv, L, -1) * attn.scale)
