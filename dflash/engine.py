@@ -328,7 +328,7 @@ class DraftContext:
 
     def cache(self) -> list:
         if self.pending:
-            blocks, keep = self.pending, self._cache[0].keep
+            blocks, keep = self.pending, getattr(self.drafter, "context_keep", None)
             if keep is not None:  # a windowed drafter: blocks wholly before its window are
                 i, tail = len(blocks), 0  # counted, never gathered (a long prompt's prefill)
                 while i > 0 and tail < keep:
