@@ -238,6 +238,7 @@ def _cost_key(pair, B, tree_nodes) -> dict:
     """What the costs depend on: this host and backend, the two models, the verify shapes."""
     import hashlib
     import inspect
+    import os
     import platform
 
     from . import policy, target
@@ -246,10 +247,12 @@ def _cost_key(pair, B, tree_nodes) -> dict:
     # what timed them and what they timed: a change to the passes' code times them again
     code = "".join(inspect.getsource(m) for m in (policy, target, cpu_attention, cpu_rows, host_ops, kernels))
     probe = hashlib.sha256(code.encode()).hexdigest()[:16]
-    return {"probe": probe, "mlx": mx.__version__, "device": backend.device(),
-            "host": platform.node(), "backend": repr(pair.backend), "target": pair.model_id,
-            "drafter": pair.draft_id, "drafter_args": repr(pair.drafter.args), "block_size": B,
-            "tree_nodes": tree_nodes}
+    # a BLAS pinned to fewer threads (a test run, a shared host) times other costs
+    threads = {v: os.environ[v] for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if v in os.environ}
+    return {"probe": probe, "mlx": mx.__version__, "device": backend.device(), "threads": threads,
+            "cores": os.cpu_count(), "host": platform.node(), "backend": repr(pair.backend),
+            "target": pair.model_id, "drafter": pair.draft_id, "drafter_args": repr(pair.drafter.args),
+            "block_size": B, "tree_nodes": tree_nodes}
 
 
 def _dflash_cycle(target, drafter, cache, context, sampler, out, staged, B):

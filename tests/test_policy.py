@@ -308,6 +308,11 @@ def test_costs_are_timed_once_per_host_and_models(monkeypatch, tmp_path):
     pair.costs = None
     engine._costs(pair, 4, 7)  # the passes' code changed since: timed again
     assert len(timed) == 5
+    monkeypatch.setattr(inspect, "getsource", source)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")  # a BLAS pinned to other threads
+    pair.costs = None
+    engine._costs(pair, 4, 7)
+    assert len(timed) == 6
 
 
 TREE_COSTS = {"step_ms": 10.0, "verify_ms": {2: 11.0, 4: 11.5, 8: 12.5, 16: 15.0, 32: 22.0, 64: 60.0},
