@@ -415,7 +415,7 @@ class Drafter(nn.Module):
     def extend_context(self, features: mx.array, cache: list[ContextCache]) -> None:
         """Append the K/V of newly committed positions (roped at their absolute positions); of
         more than a windowed cache keeps, only the latest are projected."""
-        keep = cache[0].keep
+        keep = getattr(cache[0], "keep", None)  # a plain KVCache keeps everything
         if keep is not None and features.shape[1] > keep:
             for c in cache:
                 c.skip(features.shape[1] - keep)
